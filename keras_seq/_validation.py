@@ -1,0 +1,109 @@
+"""Early, explicit input checks shared by every layer.
+
+Each check raises a `ValueError` that names the layer, the argument, what came and
+what was expected, so that bad input fails at the call site rather than deep inside
+a backend kernel (or, worse, as a silent NaN).
+"""
+
+import keras
+import numpy as np
+
+from keras_seq import _backend
+
+
+def fail(owner, argument, expected, got):
+    raise ValueError(f"{owner}: `{argument}` expected {expected}, got {got}.")
+
+
+def owner_name(layer):
+    return f"{type(layer).__name__} '{layer.name}'"
+
+
+def check_positive_int(owner, argument, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        fail(owner, argument, "a positive integer", repr(value))
+    return int(value)
+
+
+def check_positive_number(owner, argument, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value <= 0:
+        fail(owner, argument, "a positive number", repr(value))
+    return float(value)
+
+
+def check_probability(owner, argument, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 <= value < 1:
+        fail(owner, argument, "a number in [0, 1)", repr(value))
+    return float(value)
+
+
+def check_choice(owner, argument, value, choices):
+    if value not in choices:
+        fail(owner, argument, f"one of {list(choices)}", repr(value))
+    return value
+
+
+def shape_of(x):
+    return tuple(x.shape)
+
+
+def check_rank(owner, argument, x, ranks):
+    ranks = (ranks,) if isinstance(ranks, int) else tuple(ranks)
+    shape = shape_of(x)
+    if len(shape) not in ranks:
+        wanted = " or ".join(f"rank {r}" for r in ranks)
+        fail(owner, argument, f"a tensor of {wanted}", f"shape {shape}")
+    return shape
+
+
+def check_floating(owner, argument, x):
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    if "float" not in dtype:
+        fail(owner, argument, "a floating-point tensor", f"dtype {dtype}")
+
+
+def check_integer_ids(owner, argument, x):
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    if "int" not in dtype:
+        fail(owner, argument, "integer token ids", f"dtype {dtype}")
+
+
+def check_same_size(owner, argument, size, expected_size, what):
+    if size is not None and expected_size is not None and size != expected_size:
+        fail(owner, argument, f"{what} {expected_size}", size)
+
+
+def check_mask_shape(owner, argument, mask, expected_shape):
+    """`mask` must match `expected_shape` wherever both sizes are known."""
+    if mask is None:
+        return
+    shape = shape_of(mask)
+    if len(shape) != len(expected_shape) or any(
+        a is not None and b is not None and a != b for a, b in zip(shape, expected_shape)
+    ):
+        fail(owner, argument, f"a mask of shape {tuple(expected_shape)}", f"shape {shape}")
+
+
+def check_ids_below(owner, argument, ids, limit):
+    """Ids must lie in [0, limit); checked whenever their values are known (eagerly)."""
+    values = _backend.concrete_value(ids)
+    if values is None or values.size == 0:
+        return
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high >= limit:
+        fail(owner, argument, f"ids in [0, {limit})", f"ids in [{low}, {high}]")
+
+
+def check_positions(owner, start_index, length, limit):
+    """Positions `start_index .. start_index + length - 1` must lie below `limit`."""
+    start = _backend.concrete_value(start_index)
+    if start is None or length is None:
+        return
+    start = int(start)
+    if start < 0 or start + length > limit:
+        fail(
+            owner,
+            "start_index",
+            f"positions within sequence_length={limit}",
+            f"positions {start}..{start + length - 1}",
+        )

@@ -1,0 +1,23 @@
+"""Keras layers for sequence models (all registered serializable)."""
+
+from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
+from keras_seq.layers.embedding import (
+    PositionEmbedding,
+    SinusoidalPositionalEncoding,
+    TokenAndPositionEmbedding,
+    sinusoidal_position_encoding,
+)
+from keras_seq.layers.multi_head_attention import MultiHeadAttention
+from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
+
+__all__ = [
+    "BahdanauAttention",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "PositionEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TokenAndPositionEmbedding",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
+    "sinusoidal_position_encoding",
+]

@@ -1,0 +1,57 @@
+"""Attention masks and the masked softmax shared by every attention layer.
+
+Masks are boolean, True where attending is allowed. A query row with no allowed key
+gets all-zero weights (and so a zero context) rather than the NaN of a softmax over
+nothing or the uniform average that a large-negative additive mask produces.
+"""
+
+from keras import ops
+
+# Finite, so a fully masked row stays NaN-free in float16 and bfloat16 too.
+_MASKED_SCORE = -1e9
+
+
+def causal_mask(query_length, key_length, query_offset=0):
+    """`(Tq, Tk)` mask letting query i (at position offset+i) see keys 0..offset+i."""
+    query_positions = ops.arange(query_length) + ops.cast(query_offset, "int32")
+    key_positions = ops.arange(key_length)
+    return ops.expand_dims(query_positions, 1) >= ops.expand_dims(key_positions, 0)
+
+
+def merge_masks(key_padding_mask=None, attention_mask=None, causal=None):
+    """AND of the masks given, as a boolean `(B or 1, Tq, Tk)` tensor, or None.
+
+    Args:
+        key_padding_mask: `(B, Tk)`, True at real (non-padding) keys.
+        attention_mask: `(B, Tq, Tk)`.
+        causal: `(Tq, Tk)` from `causal_mask`.
+    """
+    merged = None
+    for mask in (
+        None if key_padding_mask is None else ops.expand_dims(key_padding_mask, 1),
+        attention_mask,
+        None if causal is None else ops.expand_dims(causal, 0),
+    ):
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        merged = mask if merged is None else ops.logical_and(merged, mask)
+    return merged
+
+
+def rows_with_keys(mask):
+    """`(..., Tq, 1)` True where a query row may attend to at least one key."""
+    return ops.any(mask, axis=-1, keepdims=True)
+
+
+def masked_softmax(scores, mask=None):
+    """Softmax over the last axis restricted to `mask`, in float32.
+
+    Rows whose mask is all False come out as zeros, never NaN.
+    """
+    scores = ops.cast(scores, "float32")
+    if mask is None:
+        return ops.softmax(scores, axis=-1)
+    mask = ops.cast(mask, "bool")
+    weights = ops.softmax(ops.where(mask, scores, _MASKED_SCORE), axis=-1)
+    return ops.where(mask, weights, 0.0)

@@ -1,0 +1,246 @@
+"""Multi-head scaled dot-product attention with a key/value cache, seed 000 eq. 4.6, 5.3-5.4.
+
+Written here rather than taken from `keras.layers.MultiHeadAttention` because that
+layer (Keras 3) turns the fused `keras.ops.dot_product_attention` kernel off whenever
+`dropout > 0`, even at inference; gives the uniform average, not zeros, to a query
+whose keys are all masked; and has no cache for incremental decoding. The variables
+keep Keras' order and shapes, so weights copy across in both directions.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_seq import _validation as v
+from keras_seq.layers.masking import causal_mask, masked_softmax, merge_masks, rows_with_keys
+
+
+def _project(x, kernel, bias):
+    """`x @ W + b` with a `(D, H, d)` kernel: `(B, T, D) -> (B, T, H, d)`."""
+    in_dim, heads, head_dim = kernel.shape
+    y = ops.matmul(x, ops.reshape(kernel, (in_dim, heads * head_dim)))
+    if bias is not None:
+        y = y + ops.reshape(bias, (heads * head_dim,))
+    return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, head_dim))
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention, seed 000 eq. 4.6 and 5.3-5.4 (Vaswani et al., 2017).
+
+    `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k)) V W_i^V` (eq. 4.6, 5.3) and
+    `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` (eq. 5.4), with a bias after
+    each projection when `use_bias`.
+
+    * Uses the fused `keras.ops.dot_product_attention` (flash/cuDNN kernels where the
+      backend has them) whenever attention scores are not requested and no dropout
+      is applied, i.e. always at inference.
+    * The softmax runs in float32 under mixed precision; a query whose keys are all
+      masked gets zero weights and a zero context (the output is then the output
+      bias), never NaN, in float32, float16 and bfloat16.
+    * Variables have the order and shapes of `keras.layers.MultiHeadAttention`, so
+      `layer.set_weights(keras_mha.get_weights())` reproduces its outputs.
+    * With `cache` (shape `(B, 2, S, H, key_dim)`: keys then values of S positions)
+      and `cache_update_index`, the projected keys/values of the new positions are
+      written at `cache_update_index` and the query attends over the whole cache,
+      so decoding costs one step per token. Without `cache_update_index` the cache
+      is used as it is (e.g. precomputed cross-attention keys/values).
+
+    Args:
+        num_heads: number of heads h.
+        key_dim: size d_k of each query/key head.
+        value_dim: size d_v of each value head (default `key_dim`).
+        dropout: dropout rate on the attention weights.
+        use_bias: add biases to the four projections.
+        output_shape: width of the output (default: the query's width).
+        kernel_initializer, bias_initializer: as in Keras.
+
+    Call arguments:
+        query: `(B, Tq, Dq)`.
+        value: `(B, Tv, Dv)`.
+        key: `(B, Tv, Dk)`; defaults to `value`.
+        attention_mask: boolean `(B, Tq, Tv)`, True where attending is allowed.
+        use_causal_mask: forbid attending to later positions (offset by
+            `cache_update_index` when decoding with a cache).
+        return_attention_scores: also return the weights `(B, H, Tq, Tv)`.
+        training: apply dropout.
+        cache: `(B, 2, S, H, key_dim)` key/value cache.
+        cache_update_index: where the new keys/values go in the cache.
+        value_mask, key_mask: `(B, Tv)` padding masks, filled in by Keras from the
+            inputs' masks.
+
+    Returns:
+        `output`, then the scores if `return_attention_scores`, then the new cache
+        if `cache` was given.
+
+    References:
+        Vaswani et al., 2017, "Attention is all you need", section 3.2.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_shape=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        owner = v.owner_name(self)
+        self.num_heads = v.check_positive_int(owner, "num_heads", num_heads)
+        self.key_dim = v.check_positive_int(owner, "key_dim", key_dim)
+        self.value_dim = self.key_dim if value_dim is None else v.check_positive_int(owner, "value_dim", value_dim)
+        self.dropout = v.check_probability(owner, "dropout", dropout)
+        self.use_bias = bool(use_bias)
+        if isinstance(output_shape, (tuple, list)) and len(output_shape) == 1:
+            output_shape = output_shape[0]
+        self._output_shape = None if output_shape is None else v.check_positive_int(owner, "output_shape", output_shape)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+        self.attention_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _add_projection(self, name, shape, bias_shape):
+        kernel = self.add_weight(name=f"{name}_kernel", shape=shape, initializer=self.kernel_initializer)
+        bias = None
+        if self.use_bias:
+            bias = self.add_weight(name=f"{name}_bias", shape=bias_shape, initializer=self.bias_initializer)
+        return kernel, bias
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        owner = v.owner_name(self)
+        for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+            if shape[-1] is None:
+                v.fail(owner, name, "a known feature size", f"shape {tuple(shape)}")
+        # Same creation order as keras.layers.MultiHeadAttention, so get/set_weights line up.
+        heads, key_dim, value_dim = self.num_heads, self.key_dim, self.value_dim
+        output_dim = self._output_shape or query_shape[-1]
+        self.query_kernel, self.query_bias = self._add_projection(
+            "query", (query_shape[-1], heads, key_dim), (heads, key_dim)
+        )
+        self.key_kernel, self.key_bias = self._add_projection("key", (key_shape[-1], heads, key_dim), (heads, key_dim))
+        self.value_kernel, self.value_bias = self._add_projection(
+            "value", (value_shape[-1], heads, value_dim), (heads, value_dim)
+        )
+        self.output_kernel, self.output_bias = self._add_projection(
+            "output", (heads, value_dim, output_dim), (output_dim,)
+        )
+
+    def _check_inputs(self, query, value, key, attention_mask, cache, cache_update_index):
+        owner = v.owner_name(self)
+        batch, query_length, query_dim = v.check_rank(owner, "query", query, 3)
+        _, value_length, value_dim = v.check_rank(owner, "value", value, 3)
+        _, key_length, key_dim = v.check_rank(owner, "key", key, 3)
+        for name, tensor in (("query", query), ("value", value), ("key", key)):
+            v.check_floating(owner, name, tensor)
+        v.check_same_size(owner, "value", value.shape[0], batch, "batch size")
+        v.check_same_size(owner, "key", key_length, value_length, "the value's length")
+        if self.built:
+            v.check_same_size(owner, "query", query_dim, self.query_kernel.shape[0], "feature size")
+            v.check_same_size(owner, "value", value_dim, self.value_kernel.shape[0], "feature size")
+            v.check_same_size(owner, "key", key_dim, self.key_kernel.shape[0], "feature size")
+        if cache is None:
+            if cache_update_index is not None:
+                v.fail(owner, "cache_update_index", "to come with a `cache`", "no cache")
+            v.check_mask_shape(owner, "attention_mask", attention_mask, (batch, query_length, value_length))
+            return
+        if self.value_dim != self.key_dim:
+            v.fail(owner, "cache", "value_dim == key_dim (keys and values share one cache)", self.value_dim)
+        expected = (batch, 2, None, self.num_heads, self.key_dim)
+        v.check_mask_shape(owner, "cache", cache, expected)
+        v.check_mask_shape(owner, "attention_mask", attention_mask, (batch, query_length, cache.shape[2]))
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+        value_mask=None,
+        key_mask=None,
+    ):
+        key = value if key is None else key
+        self._check_inputs(query, value, key, attention_mask, cache, cache_update_index)
+        query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
+        q = _project(query, self.query_kernel, self.query_bias)
+        if cache is not None and cache_update_index is None:
+            k, v_ = cache[:, 0], cache[:, 1]
+        else:
+            k = _project(key, self.key_kernel, self.key_bias)
+            v_ = _project(value, self.value_kernel, self.value_bias)
+        if cache is not None and cache_update_index is not None:
+            start = (0, cache_update_index, 0, 0)
+            k = ops.slice_update(ops.cast(cache[:, 0], k.dtype), start, k)
+            v_ = ops.slice_update(ops.cast(cache[:, 1], v_.dtype), start, v_)
+            cache = ops.stack((k, v_), axis=1)
+
+        key_padding = key_mask if key_mask is not None else value_mask
+        if key_padding is not None and key_padding.shape[-1] != k.shape[1]:
+            key_padding = None  # a mask of the new tokens only: the cache has its own positions
+        causal = None
+        if use_causal_mask:
+            offset = 0 if cache_update_index is None else cache_update_index
+            causal = causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset)
+        only_causal = causal is not None and key_padding is None and attention_mask is None and cache is None
+        mask = None if only_causal else merge_masks(key_padding, attention_mask, causal)
+
+        output, scores = self._attend(q, k, v_, mask, only_causal, return_attention_scores, training)
+        batch, length = ops.shape(output)[0], ops.shape(output)[1]
+        output = ops.reshape(output, (batch, length, self.num_heads * self.value_dim))
+        output = ops.matmul(output, ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1)))
+        if self.use_bias:
+            output = output + self.output_bias
+        results = (output,)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (cache,)
+        return results[0] if len(results) == 1 else results
+
+    def _attend(self, q, k, v_, mask, is_causal, return_attention_scores, training):
+        """Per-head attention of eq. 4.6: `(B,Tq,H,dk), (B,Tk,H,dk), (B,Tk,H,dv) -> (B,Tq,H,dv)`."""
+        scale = 1.0 / math.sqrt(self.key_dim)
+        dropping = self.dropout > 0 and bool(training)
+        if not return_attention_scores and not dropping and self.key_dim == self.value_dim:
+            if mask is None:
+                return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal), None
+            has_keys = rows_with_keys(mask)  # (B, Tq, 1)
+            # Open fully masked rows to every key so the kernel (and its gradient)
+            # stays finite, then zero those rows.
+            kernel_mask = ops.logical_or(mask, ops.logical_not(has_keys))
+            output = ops.dot_product_attention(q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=scale)
+            return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output)), None
+        if is_causal:
+            mask = ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1]), 0)
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k) * ops.cast(scale, q.dtype)
+        weights = masked_softmax(scores, None if mask is None else ops.expand_dims(mask, 1))
+        weights = ops.cast(weights, self.compute_dtype)
+        output = ops.einsum("bhqk,bkhd->bqhd", self.attention_dropout(weights, training=training), v_)
+        return output, weights
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return (*query_shape[:-1], self._output_shape or query_shape[-1])
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "dropout": self.dropout,
+            "use_bias": self.use_bias,
+            "output_shape": self._output_shape,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }

@@ -1,0 +1,88 @@
+"""Label-smoothed cross-entropy, seed 000 eq. 6.1-6.3."""
+
+import keras
+from keras import ops
+
+from keras_seq import _backend
+from keras_seq import _validation as v
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class LabelSmoothingCrossEntropy(keras.losses.Loss):
+    """Cross-entropy `H(q', p)` (eq. 6.1) against the smoothed targets of eq. 6.3.
+
+    `q'(k) = (1 - epsilon) * onehot(y)(k) + epsilon / V` (the uniform prior u(k) =
+    1/V), so per position
+
+        loss = (1 - epsilon) * (-log p_y) + epsilon * mean_k(-log p_k),
+
+    which is computed from the log-softmax directly: the `(B, T, V)` one-hot target
+    is never built. Positions whose target equals `ignore_index` add nothing and
+    are left out of the mean (a mean over the counted positions, not over B*T).
+    Computed in float32 whatever the logits' dtype.
+
+    Args:
+        epsilon: smoothing mass in [0, 1); 0 gives plain cross-entropy.
+        from_logits: predictions are logits (True) or probabilities (False).
+        ignore_index: a target id (e.g. the padding id 0) to leave out, or None.
+
+    Call arguments:
+        y_true: integer targets `(B,)` or `(B, T)`.
+        y_pred: `(B, V)` or `(B, T, V)`.
+
+    References:
+        Szegedy et al., 2016, "Rethinking the inception architecture for computer
+        vision", section 7.
+    """
+
+    def __init__(self, epsilon=0.1, from_logits=True, ignore_index=None, reduction="sum_over_batch_size", name="label_smoothing_cross_entropy", **kwargs):
+        super().__init__(reduction=reduction, name=name, **kwargs)
+        owner = f"LabelSmoothingCrossEntropy '{name}'"
+        self.epsilon = v.check_probability(owner, "epsilon", epsilon)
+        self.from_logits = bool(from_logits)
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+            v.fail(owner, "ignore_index", "an integer id or None", repr(ignore_index))
+        self.ignore_index = ignore_index
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        owner = f"LabelSmoothingCrossEntropy '{self.name}'"
+        pred_shape = v.check_rank(owner, "y_pred", y_pred, (2, 3))
+        true_shape = tuple(y_true.shape)
+        if len(true_shape) != len(pred_shape) - 1 or any(
+            a is not None and b is not None and a != b for a, b in zip(true_shape, pred_shape[:-1])
+        ):
+            v.fail(owner, "y_true", f"integer targets of shape {pred_shape[:-1]}", f"shape {true_shape}")
+        if sample_weight is not None:  # per-sequence weights (B,) apply to every position
+            sample_weight = ops.convert_to_tensor(sample_weight, "float32")
+            while len(sample_weight.shape) < len(true_shape):
+                sample_weight = ops.expand_dims(sample_weight, -1)
+            sample_weight = sample_weight * ops.ones(ops.shape(y_true), "float32")
+        return super().__call__(y_true, y_pred, sample_weight)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        y_pred = ops.cast(y_pred, "float32")
+        if self.from_logits:
+            log_probs = ops.log_softmax(y_pred, axis=-1)
+        else:
+            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        valid = None
+        targets = y_true
+        if self.ignore_index is not None:
+            valid = ops.not_equal(y_true, self.ignore_index)
+            targets = ops.where(valid, y_true, 0)  # any in-range id; its loss is masked out
+        target_nll = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(targets, -1), axis=-1), -1)
+        uniform_nll = -ops.mean(log_probs, axis=-1)
+        losses = (1.0 - self.epsilon) * target_nll + self.epsilon * uniform_nll
+        if valid is not None:
+            losses = ops.where(valid, losses, 0.0)
+            _backend.set_keras_mask(losses, valid)  # Loss.__call__ then averages over valid positions
+        return losses
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "epsilon": self.epsilon,
+            "from_logits": self.from_logits,
+            "ignore_index": self.ignore_index,
+        }

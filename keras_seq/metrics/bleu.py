@@ -1,0 +1,372 @@
+"""Corpus-level BLEU, numerically identical to sacreBLEU's default settings.
+
+BLEU (Papineni et al., 2002) is the geometric mean of the modified n-gram
+precisions for n = 1..4, multiplied by a brevity penalty. Reported BLEU
+numbers are only comparable when the tokenization and smoothing are the same
+(Post, 2018), so this module reproduces sacreBLEU's defaults exactly: the
+mteval-v13a tokenizer, "exp" smoothing, no effective order, and the
+"closest" reference length.
+
+The implementation uses only the Python standard library, so it can be
+imported (e.g. by an evaluation callback or a data-loading worker) without
+pulling in TensorFlow, Keras or NumPy.
+"""
+
+import collections
+import math
+import re
+import unicodedata
+
+__all__ = ["corpus_bleu"]
+
+_MAX_ORDER = 4
+
+# sacreBLEU floors log(0) at this value rather than returning -inf, so a
+# zero precision drives the score to exactly 0.0 instead of raising.
+_LOG_ZERO = -9999999999
+
+# ---------------------------------------------------------------------------
+# Tokenizers. Each takes a (lowercased, right-stripped) segment and returns a
+# list of tokens; splitting on whitespace at the end is what sacreBLEU does.
+# ---------------------------------------------------------------------------
+
+# mteval-v13a isolates these ASCII characters unconditionally. Apostrophe,
+# comma, hyphen and period are deliberately absent: they get context rules.
+_13A_ALWAYS_SPLIT = " !\"#$%&()*+/:;<=>?@[\\]^_`{|}~"
+_13A_ISOLATE = str.maketrans({c: f" {c} " for c in _13A_ALWAYS_SPLIT})
+# Keep "3.5" and "1,000" whole: split a period/comma only next to a
+# non-digit. The two passes must run in this order, as separate
+# non-overlapping substitutions, to match mteval-v13a on strings like "a.,b".
+_13A_PUNCT_AFTER_NON_DIGIT = re.compile(r"([^0-9])([.,])")
+_13A_PUNCT_BEFORE_NON_DIGIT = re.compile(r"([.,])([^0-9])")
+# "2-3" becomes "2 - 3", but "well-known" stays one token.
+_13A_DASH_AFTER_DIGIT = re.compile(r"([0-9])(-)")
+
+
+def _tokenize_13a(line):
+    line = line.replace("<skipped>", "")
+    line = line.replace("-\n", "")
+    line = line.replace("\n", " ")
+    if "&" in line:
+        # Unescape in this order: "&amp;lt;" therefore ends up as "<".
+        line = line.replace("&quot;", '"')
+        line = line.replace("&amp;", "&")
+        line = line.replace("&lt;", "<")
+        line = line.replace("&gt;", ">")
+    # Padding with spaces lets a leading or final "." be split off even
+    # when it touches a digit (e.g. "in 2019.").
+    line = f" {line} ".translate(_13A_ISOLATE)
+    line = _13A_PUNCT_AFTER_NON_DIGIT.sub(r"\1 \2 ", line)
+    line = _13A_PUNCT_BEFORE_NON_DIGIT.sub(r" \1 \2", line)
+    line = _13A_DASH_AFTER_DIGIT.sub(r"\1 \2 ", line)
+    return line.split()
+
+
+def _is_number(char):
+    return unicodedata.category(char)[0] == "N"
+
+
+def _is_punctuation(char):
+    return unicodedata.category(char)[0] == "P"
+
+
+def _is_symbol(char):
+    return unicodedata.category(char)[0] == "S"
+
+
+def _split_pairs(line, matches, replace):
+    """Left-to-right, non-overlapping rewrite of two-character matches.
+
+    Mirrors what a regex substitution of a two-group pattern does: once a
+    pair matches, both characters are consumed and scanning resumes after
+    them, so a character never takes part in two matches.
+    """
+    out = []
+    i = 0
+    last = len(line) - 1
+    while i < last:
+        first, second = line[i], line[i + 1]
+        if matches(first, second):
+            out.append(replace(first, second))
+            i += 2
+        else:
+            out.append(first)
+            i += 1
+    out.append(line[i:])
+    return "".join(out)
+
+
+def _tokenize_intl(line):
+    # mteval-v14 "international" rules on Unicode general categories:
+    # punctuation is split off unless it sits between digits (decimal and
+    # thousands separators), and every symbol is isolated. Unlike 13a the
+    # line is not padded, so a final "2019." stays one token, as in mteval-v14.
+    line = _split_pairs(
+        line,
+        lambda a, b: not _is_number(a) and _is_punctuation(b),
+        lambda a, b: f"{a} {b} ",
+    )
+    line = _split_pairs(
+        line,
+        lambda a, b: _is_punctuation(a) and not _is_number(b),
+        lambda a, b: f" {a} {b}",
+    )
+    line = "".join(f" {c} " if _is_symbol(c) else c for c in line)
+    return line.split()
+
+
+def _tokenize_char(line):
+    # Every non-whitespace character is a token; whitespace only separates.
+    return [c for c in line if not c.isspace()]
+
+
+def _tokenize_none(line):
+    return line.split()
+
+
+_TOKENIZERS = {
+    "13a": _tokenize_13a,
+    "none": _tokenize_none,
+    "char": _tokenize_char,
+    "intl": _tokenize_intl,
+}
+
+# ---------------------------------------------------------------------------
+# Input validation.
+# ---------------------------------------------------------------------------
+
+
+def _describe(value):
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _as_string_list(value, name):
+    """Materializes a sequence of strings, rejecting a bare string."""
+    if isinstance(value, (str, bytes)):
+        # A bare string is iterable, but scoring its characters as separate
+        # segments is never what the caller meant.
+        raise ValueError(
+            f"corpus_bleu: {name} must be a sequence of strings, got a bare "
+            f"{_describe(value)}; wrap a single segment in a list."
+        )
+    try:
+        items = list(value)
+    except TypeError:
+        raise ValueError(
+            f"corpus_bleu: {name} must be a sequence of strings, got "
+            f"{_describe(value)}."
+        ) from None
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise ValueError(
+                f"corpus_bleu: {name}[{index}] must be a str, got "
+                f"{_describe(item)}."
+            )
+    return items
+
+
+def _reference_streams(references, num_hypotheses):
+    """Normalizes `references` to a list of streams, one str per hypothesis."""
+    if isinstance(references, (str, bytes)):
+        raise ValueError(
+            "corpus_bleu: references must be a list of strings (one per "
+            "hypothesis) or a list of reference streams, got a bare "
+            f"{_describe(references)}."
+        )
+    try:
+        entries = list(references)
+    except TypeError:
+        raise ValueError(
+            "corpus_bleu: references must be a list of strings (one per "
+            "hypothesis) or a list of reference streams, got "
+            f"{_describe(references)}."
+        ) from None
+
+    # The first entry decides the layout: a str means a flat list (a single
+    # reference stream), anything else a list of reference streams.
+    if not entries or isinstance(entries[0], str):
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, str):
+                raise ValueError(
+                    f"corpus_bleu: references[{index}] must be a str like "
+                    f"references[0] in a flat reference list, got "
+                    f"{_describe(entry)}."
+                )
+        named_streams = [("references", entries)]
+    else:
+        named_streams = [
+            (f"references[{index}]",
+             _as_string_list(stream, f"references[{index}]"))
+            for index, stream in enumerate(entries)
+        ]
+
+    for name, stream in named_streams:
+        if len(stream) != num_hypotheses:
+            raise ValueError(
+                f"corpus_bleu: {name} has {len(stream)} "
+                f"segment{'' if len(stream) == 1 else 's'} but hypotheses "
+                f"has {num_hypotheses}; expected exactly one "
+                "reference segment per hypothesis."
+            )
+    streams = [stream for _, stream in named_streams]
+    return streams
+
+
+# ---------------------------------------------------------------------------
+# Statistics and score.
+# ---------------------------------------------------------------------------
+
+
+def _count_ngrams(tokens):
+    counts = collections.Counter()
+    for n in range(1, _MAX_ORDER + 1):
+        for start in range(len(tokens) - n + 1):
+            counts[tuple(tokens[start:start + n])] += 1
+    return counts
+
+
+def _closest_reference_length(hyp_len, ref_lens):
+    # Ties go to the shorter reference, which makes the brevity penalty
+    # (if any) the milder of the two candidates.
+    return min(ref_lens, key=lambda ref_len: (abs(hyp_len - ref_len), ref_len))
+
+
+def _segment_statistics(hyp_tokens, refs_tokens):
+    """Returns (hyp_len, ref_len, matches per order, totals per order)."""
+    max_ref_counts = collections.Counter()
+    for ref_tokens in refs_tokens:
+        # Clipping uses the largest count of an n-gram in any one reference.
+        max_ref_counts |= _count_ngrams(ref_tokens)
+
+    matches = [0] * _MAX_ORDER
+    totals = [0] * _MAX_ORDER
+    for ngram, count in _count_ngrams(hyp_tokens).items():
+        order = len(ngram) - 1
+        totals[order] += count
+        matches[order] += min(count, max_ref_counts[ngram])
+
+    ref_len = _closest_reference_length(
+        len(hyp_tokens), [len(ref_tokens) for ref_tokens in refs_tokens])
+    return len(hyp_tokens), ref_len, matches, totals
+
+
+def _log(value):
+    return _LOG_ZERO if value == 0.0 else math.log(value)
+
+
+def _score(hyp_len, ref_len, matches, totals):
+    if not any(matches):
+        return 0.0
+
+    brevity_penalty = 1.0
+    if hyp_len < ref_len:
+        brevity_penalty = math.exp(1 - ref_len / hyp_len) if hyp_len > 0 else 0.0
+
+    precisions = [0.0] * _MAX_ORDER
+    zero_match_factor = 1.0
+    for order in range(_MAX_ORDER):
+        if totals[order] == 0:
+            # The corpus is too short for this order; the remaining
+            # precisions stay 0 and the floored log zeroes the score.
+            break
+        if matches[order] == 0:
+            # "exp" smoothing (NIST mteval): the k-th order without any
+            # match gets precision 1 / (2^k * total) instead of 0.
+            zero_match_factor *= 2
+            precisions[order] = 100.0 / (zero_match_factor * totals[order])
+        else:
+            precisions[order] = 100.0 * matches[order] / totals[order]
+
+    return brevity_penalty * math.exp(
+        sum([_log(p) for p in precisions]) / _MAX_ORDER)
+
+
+def corpus_bleu(hypotheses, references, lowercase=False, tokenize="13a"):
+    """Computes corpus-level BLEU exactly as sacreBLEU does by default.
+
+    Matches `sacrebleu.corpus_bleu(hypotheses, refs, lowercase=lowercase,
+    tokenize=tokenize).score` (smooth_method="exp", use_effective_order=False,
+    n-gram orders 1 to 4, "closest" reference length with ties going to the
+    shorter reference). Each segment is lowercased (optionally), stripped of
+    trailing whitespace and then tokenized; statistics are summed over the
+    corpus before the score is computed, so this is not an average of
+    sentence scores.
+
+    Args:
+        hypotheses: Sequence of detokenized system outputs, one str per
+            segment (a list, tuple or other iterable; not a bare str).
+            Empty strings are allowed.
+        references: Either a flat sequence with one reference str per
+            hypothesis, or a sequence of reference streams, each of which
+            holds one str per hypothesis (sacreBLEU's `refs` layout), for
+            multiple references.
+        lowercase: If True, hypotheses and references are lowercased before
+            tokenization (case-insensitive BLEU).
+        tokenize: Tokenizer name: "13a" (mteval-v13a, the WMT default),
+            "intl" (mteval-v14 international, Unicode punctuation and
+            symbols), "char" (every non-space character is a token) or
+            "none" (split on whitespace only).
+
+    Returns:
+        The BLEU score as a float in [0, 100]. An empty corpus (no
+        hypotheses) scores 0.0.
+
+    Raises:
+        ValueError: If `hypotheses` or a reference stream is not a sequence
+            of str (e.g. a bare str or contains None), a reference stream's
+            length differs from the number of hypotheses, or `tokenize` is
+            not a known tokenizer name. Messages start with "corpus_bleu:".
+
+    Example:
+        >>> hyps = ["The cat sat on the mat.", "It is raining today."]
+        >>> refs = ["The cat sat on the mat.", "It rains today."]
+        >>> round(corpus_bleu(hyps, refs), 2)
+        70.21
+
+    Note:
+        "intl" uses the Unicode database of the running Python
+        (`unicodedata`); characters assigned only in newer Unicode versions
+        than that database may be categorized differently from sacreBLEU,
+        which relies on the `regex` package's tables.
+
+    References:
+        Papineni, Roukos, Ward and Zhu (2002). "BLEU: a Method for Automatic
+        Evaluation of Machine Translation". ACL.
+        Post (2018). "A Call for Clarity in Reporting BLEU Scores". WMT.
+    """
+    if not isinstance(tokenize, str) or tokenize not in _TOKENIZERS:
+        raise ValueError(
+            f"corpus_bleu: tokenize must be one of "
+            f"{', '.join(repr(name) for name in _TOKENIZERS)}, got "
+            f"{_describe(tokenize)}."
+        )
+    tokenizer = _TOKENIZERS[tokenize]
+
+    hypotheses = _as_string_list(hypotheses, "hypotheses")
+    streams = _reference_streams(references, len(hypotheses))
+    if not hypotheses:
+        return 0.0
+
+    def preprocess(segment):
+        if lowercase:
+            segment = segment.lower()
+        return tokenizer(segment.rstrip())
+
+    hyp_len = ref_len = 0
+    matches = [0] * _MAX_ORDER
+    totals = [0] * _MAX_ORDER
+    for hypothesis, references_for_segment in zip(hypotheses, zip(*streams)):
+        seg_hyp_len, seg_ref_len, seg_matches, seg_totals = _segment_statistics(
+            preprocess(hypothesis),
+            [preprocess(reference) for reference in references_for_segment],
+        )
+        hyp_len += seg_hyp_len
+        ref_len += seg_ref_len
+        for order in range(_MAX_ORDER):
+            matches[order] += seg_matches[order]
+            totals[order] += seg_totals[order]
+
+    return _score(hyp_len, ref_len, matches, totals)

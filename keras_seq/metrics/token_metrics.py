@@ -1,0 +1,93 @@
+"""Streaming Keras metrics over token predictions that skip an ignored (padding) id."""
+
+import keras
+from keras import ops
+
+from keras_seq import _validation as v
+
+
+class _MaskedTokenMetric(keras.metrics.Metric):
+    """Accumulates `sum(value * weight)` and `sum(weight)` over non-ignored positions."""
+
+    def __init__(self, ignore_index=None, name=None, dtype="float32", **kwargs):
+        super().__init__(name=name, dtype=dtype, **kwargs)
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+            v.fail(f"{type(self).__name__} '{self.name}'", "ignore_index", "an integer id or None", repr(ignore_index))
+        self.ignore_index = ignore_index
+        self.total = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
+
+    def _per_position(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        owner = f"{type(self).__name__} '{self.name}'"
+        pred_shape = v.check_rank(owner, "y_pred", y_pred, (2, 3))
+        v.check_mask_shape(owner, "y_true", y_true, pred_shape[:-1])
+        y_true = ops.cast(y_true, "int32")
+        weights = ops.ones(ops.shape(y_true), "float32")
+        if self.ignore_index is not None:
+            weights = ops.cast(ops.not_equal(y_true, self.ignore_index), "float32")
+            y_true = ops.where(ops.not_equal(y_true, self.ignore_index), y_true, 0)
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            while len(sample_weight.shape) < len(weights.shape):
+                sample_weight = ops.expand_dims(sample_weight, -1)
+            weights = weights * sample_weight
+        values = self._per_position(y_true, ops.cast(y_pred, "float32"))
+        self.total.assign_add(ops.sum(values * weights))
+        self.count.assign_add(ops.sum(weights))
+
+    def get_config(self):
+        return {**super().get_config(), "ignore_index": self.ignore_index}
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class MaskedAccuracy(_MaskedTokenMetric):
+    """Share of counted positions whose arg-max prediction equals the target.
+
+    Args:
+        ignore_index: target id (e.g. padding 0) left out of the count, or None.
+
+    Call arguments:
+        y_true: integer targets `(B,)` or `(B, T)`; y_pred: scores `(B, V)` or `(B, T, V)`.
+    """
+
+    def __init__(self, ignore_index=None, name="masked_accuracy", **kwargs):
+        super().__init__(ignore_index=ignore_index, name=name, **kwargs)
+
+    def _per_position(self, y_true, y_pred):
+        return ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
+
+    def result(self):
+        return ops.divide_no_nan(self.total, self.count)
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class Perplexity(_MaskedTokenMetric):
+    """`exp(mean negative log-likelihood)` of the targets over counted positions.
+
+    The exponential of the cross-entropy of seed 000 eq. 6.1 with one-hot targets:
+    the effective number of equally likely choices the model hesitates between.
+
+    Args:
+        ignore_index: target id (e.g. padding 0) left out, or None.
+        from_logits: predictions are logits (True) or probabilities (False).
+    """
+
+    def __init__(self, ignore_index=None, from_logits=True, name="perplexity", **kwargs):
+        super().__init__(ignore_index=ignore_index, name=name, **kwargs)
+        self.from_logits = bool(from_logits)
+
+    def _per_position(self, y_true, y_pred):
+        if self.from_logits:
+            log_probs = ops.log_softmax(y_pred, axis=-1)
+        else:
+            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        return -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1), -1)
+
+    def result(self):
+        return ops.exp(ops.divide_no_nan(self.total, self.count))
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits}

@@ -1,0 +1,228 @@
+import keras
+import numpy as np
+import pytest
+from layer_checks import BACKEND, assert_close, check_functional_model, fit_reduces_loss, to_numpy
+
+import keras_seq as ks
+
+
+def numpy_multi_head(query, value, weights, num_heads, key_dim, mask=None):
+    """Seed 000 eq. 4.6, 5.3, 5.4 with Keras' weight layout; rows with no allowed key -> 0."""
+    Wq, bq, Wk, bk, Wv, bv, Wo, bo = weights
+    q = np.einsum("btd,dhk->bhtk", query, Wq) + bq[None, :, None, :]
+    k = np.einsum("btd,dhk->bhtk", value, Wk) + bk[None, :, None, :]
+    v = np.einsum("btd,dhk->bhtk", value, Wv) + bv[None, :, None, :]
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(key_dim)  # eq. 4.6
+    if mask is None:
+        mask = np.ones(scores.shape[-2:], bool)[None]
+    allowed = np.broadcast_to(mask[:, None], scores.shape)
+    scores = np.where(allowed, scores, -np.inf)
+    row_max = np.max(np.where(allowed, scores, -1e30), axis=-1, keepdims=True)
+    e = np.where(allowed, np.exp(scores - row_max), 0.0)
+    totals = e.sum(-1, keepdims=True)
+    probs = np.divide(e, totals, out=np.zeros_like(e), where=totals > 0)
+    heads = probs @ v  # head_i, eq. 5.3
+    concat = heads.transpose(0, 2, 1, 3)  # (B, T, H, d_v)
+    return np.einsum("bthv,hvo->bto", concat, Wo) + bo, probs  # eq. 5.4
+
+
+@pytest.fixture
+def qv(rng):
+    return rng.normal(size=(2, 5, 8)).astype("float32"), rng.normal(size=(2, 7, 6)).astype("float32")
+
+
+def keras_pair(query, value, **kwargs):
+    """A keras_seq layer holding a copy of a keras.layers.MultiHeadAttention's weights."""
+    reference = keras.layers.MultiHeadAttention(**kwargs)
+    reference(query, value, return_attention_scores=True)  # builds without the fused path (see below)
+    layer = ks.layers.MultiHeadAttention(**kwargs)
+    layer(query, value)
+    layer.set_weights(reference.get_weights())
+    return layer, reference
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(num_heads=2, key_dim=4),
+        dict(num_heads=3, key_dim=4, value_dim=5, output_shape=9),
+        dict(num_heads=2, key_dim=3, use_bias=False),
+        dict(num_heads=2, key_dim=4, dropout=0.3),
+    ],
+)
+def test_equals_keras_multi_head_attention_with_copied_weights(qv, rng, kwargs):
+    query, value = qv
+    layer, reference = keras_pair(query, value, **kwargs)
+    assert [w.shape for w in layer.get_weights()] == [w.shape for w in reference.get_weights()]
+
+    def keras_output(*args, **call_kwargs):
+        # Keras' explicit path: its fused path fails when value_dim != key_dim on JAX.
+        return reference(*args, return_attention_scores=True, **call_kwargs)[0]
+
+    mask = rng.random((2, 5, 7)) > 0.3
+    mask[:, :, 0] = True  # Keras averages fully masked rows; keep every row attendable
+    key = rng.normal(size=(2, 7, 6)).astype("float32")
+    assert_close(layer(query, value), keras_output(query, value), atol=1e-5)
+    assert_close(layer(query, value, key), keras_output(query, value, key), atol=1e-5)
+    assert_close(layer(query, value, attention_mask=mask), keras_output(query, value, attention_mask=mask), atol=1e-5)
+    out, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
+    ref_out, ref_scores = reference(query, value, attention_mask=mask, return_attention_scores=True)
+    assert_close(out, ref_out, atol=1e-5)
+    assert_close(scores, ref_scores, atol=1e-6)
+    layer, reference = keras_pair(query, query, **kwargs)
+    assert_close(layer(query, query, use_causal_mask=True), keras_output(query, query, use_causal_mask=True), atol=1e-5)
+
+
+def test_matches_eq_4_6_5_3_5_4_in_numpy(qv, rng):
+    query, value = qv
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4)
+    layer(query, value)
+    for layer_var in layer.weights:  # non-zero biases, so each term is checked
+        layer_var.assign(rng.normal(size=layer_var.shape).astype("float32"))
+    weights = [to_numpy(w) for w in layer.get_weights()]
+    mask = rng.random((2, 5, 7)) > 0.4
+    mask[1, 3] = False
+    out, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
+    expected, expected_scores = numpy_multi_head(query, value, weights, 2, 3, mask)
+    assert_close(scores, expected_scores, atol=1e-5)
+    assert_close(out, expected, atol=1e-4)
+    fused = layer(query, value, attention_mask=mask)
+    assert_close(fused, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("scores", [False, True])
+def test_fully_masked_queries_get_zeros_not_nan(qv, policy, scores):
+    query, value = qv
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4, dtype=policy)
+    mask = np.ones((2, 5, 7), bool)
+    mask[0, 1] = False
+    mask[1] = False
+    result = layer(query, value, attention_mask=mask, return_attention_scores=scores)
+    out = to_numpy(keras.ops.cast(result[0] if scores else result, "float32"))
+    assert np.all(np.isfinite(out))
+    bias = to_numpy(layer.output_bias)
+    np.testing.assert_array_equal(out[0, 1], bias)
+    np.testing.assert_array_equal(out[1], np.broadcast_to(bias, out[1].shape))
+    if scores:
+        assert np.all(to_numpy(keras.ops.cast(result[1], "float32"))[1] == 0)
+
+
+def test_gradients_stay_finite_with_an_all_padding_sequence(qv):
+    query, _ = qv
+    inputs = keras.Input((5, 8))
+    padding = keras.Input((5,), dtype="bool")
+    out = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)(inputs, inputs, value_mask=padding)
+    model = keras.Model([inputs, padding], out)
+    model.compile(optimizer="sgd", loss="mse")
+    mask = np.ones((2, 5), bool)
+    mask[1] = False
+    model.fit([query, mask], np.zeros((2, 5, 8)), epochs=2, verbose=0)
+    assert all(np.all(np.isfinite(to_numpy(w))) for w in model.weights)
+
+
+def test_dropout_only_in_training_and_fused_kernel_at_inference(qv, monkeypatch):
+    query, value = qv
+    plain = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    dropping = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.5)
+    plain(query, value)
+    dropping(query, value)
+    dropping.set_weights(plain.get_weights())
+    calls = []
+    original = keras.ops.dot_product_attention
+    monkeypatch.setattr(keras.ops, "dot_product_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    assert_close(dropping(query, value, training=False), plain(query, value), atol=1e-6)
+    assert len(calls) == 2, "the fused kernel must serve inference even when dropout > 0"
+    trained = to_numpy(dropping(query, value, training=True))
+    assert len(calls) == 2, "training-time dropout needs the explicit weights"
+    assert not np.allclose(trained, to_numpy(plain(query, value)), atol=1e-3)
+
+
+def test_cached_incremental_decoding_equals_full_causal_pass(rng):
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+    cache = keras.ops.zeros((2, 2, 6, 2, 4))
+    steps = []
+    for t in range(6):
+        out, cache = layer(x[:, t : t + 1], x[:, t : t + 1], use_causal_mask=True, cache=cache, cache_update_index=t)
+        steps.append(to_numpy(out))
+    assert_close(np.concatenate(steps, axis=1), full, atol=1e-5)
+    # Prefill the first 4 positions at once, then one step.
+    cache = keras.ops.zeros((2, 2, 6, 2, 4))
+    prefix, cache = layer(x[:, :4], x[:, :4], use_causal_mask=True, cache=cache, cache_update_index=0)
+    assert_close(prefix, full[:, :4], atol=1e-5)
+    step, _ = layer(x[:, 4:5], x[:, 4:5], use_causal_mask=True, cache=cache, cache_update_index=4)
+    assert_close(step, full[:, 4:5], atol=1e-5)
+    # A precomputed cache (no update index) is attended to as it is.
+    reused, same_cache = layer(x[:, 5:6], x[:, :4], cache=cache[:, :, :4])
+    assert_close(reused, layer(x[:, 5:6], x[:, :4]), atol=1e-5)
+
+
+def test_model_contract(tmp_path, qv):
+    query, value = qv
+    check_functional_model(
+        lambda dtype=None: ks.layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.1, dtype=dtype),
+        [((5, 8), "float32"), ((7, 6), "float32")],
+        [query, value],
+        tmp_path,
+    )
+
+
+def test_keras_masks_from_inputs_are_applied(rng):
+    ids = np.array([[1, 2, 3, 0, 0], [4, 5, 0, 0, 0]], dtype="int32")
+    inputs = keras.Input((5,), dtype="int32")
+    embedded = keras.layers.Embedding(8, 8, mask_zero=True)(inputs)
+    attention = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    model = keras.Model(inputs, attention(embedded, embedded))
+    embedded_values = to_numpy(model.layers[1](ids))
+    expected = attention(embedded_values, embedded_values, attention_mask=np.broadcast_to((ids != 0)[:, None], (2, 5, 5)))
+    assert_close(model(ids), expected, atol=1e-5)
+
+
+def test_learns_to_copy_the_marked_position(rng):
+    """The output at every position must be the value at the marked one: needs attention."""
+    n, length = 256, 6
+    x = rng.normal(size=(n, length, 8)).astype("float32")
+    marked = rng.integers(0, length, n)
+    x[:, :, 0] = 0.0
+    x[np.arange(n), marked, 0] = 5.0
+    target = np.repeat(x[np.arange(n), marked][:, None, 1:2], length, axis=1)
+    inputs = keras.Input((length, 8))
+    h = ks.layers.MultiHeadAttention(num_heads=2, key_dim=8)(inputs, inputs)
+    model = keras.Model(inputs, keras.layers.Dense(1)(h))
+    fit_reduces_loss(model, x, target, "mse", epochs=60, factor=0.3)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is the torch backend's compiler")
+def test_torch_compile_matches_eager(qv):
+    import torch
+
+    query, value = qv
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    eager = to_numpy(layer(query, value))
+    compiled = torch.compile(lambda q, v: layer(q, v), dynamic=False)
+    assert_close(compiled(torch.as_tensor(query), torch.as_tensor(value)), eager, atol=1e-5)
+
+
+def test_bad_inputs_raise_value_errors(qv):
+    query, value = qv
+    built = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    built(query, value)
+    cache = np.zeros((2, 2, 7, 2, 4), "float32")
+    cases = [
+        (lambda: ks.layers.MultiHeadAttention(2, 4)(query[0], value), r"MultiHeadAttention.*query.*rank 3"),
+        (lambda: ks.layers.MultiHeadAttention(2, 4)(query, value[:1]), r"value.*batch size 2"),
+        (lambda: ks.layers.MultiHeadAttention(2, 4)(query, value, value[:, :3]), r"key.*length 7"),
+        (lambda: ks.layers.MultiHeadAttention(2, 4)(query.astype("int32"), value), r"query.*floating-point"),
+        (lambda: built(query[..., :6], value), r"query.*feature size 8"),
+        (lambda: built(query, value, attention_mask=np.ones((2, 5, 6), bool)), r"attention_mask.*\(2, 5, 7\)"),
+        (lambda: built(query, value, cache=cache[:, :1]), r"cache.*\(2, 2, None, 2, 4\)"),
+        (lambda: built(query, value, cache_update_index=0), r"cache_update_index.*cache"),
+        (lambda: ks.layers.MultiHeadAttention(2, 4, value_dim=3)(query, value, cache=cache, cache_update_index=0), r"value_dim == key_dim"),
+        (lambda: ks.layers.MultiHeadAttention(0, 4), r"num_heads.*positive integer"),
+        (lambda: ks.layers.MultiHeadAttention(2, 4, dropout=1.5), r"dropout.*\[0, 1\)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()

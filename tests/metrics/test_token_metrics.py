@@ -1,0 +1,76 @@
+import keras
+import numpy as np
+import pytest
+from layer_checks import to_numpy
+
+import keras_seq as ks
+
+
+@pytest.fixture
+def batches(rng):
+    logits = [rng.normal(size=(2, 5, 6)).astype("float32") for _ in range(2)]
+    targets = [rng.integers(0, 6, size=(2, 5)) for _ in range(2)]
+    targets[0][1, 2:] = 0
+    return logits, targets
+
+
+def numpy_log_softmax(x):
+    shifted = x - x.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def test_masked_accuracy_streams_over_batches(batches):
+    logits, targets = batches
+    metric = ks.metrics.MaskedAccuracy(ignore_index=0)
+    for l, t in zip(logits, targets):
+        metric.update_state(t, l)
+    logits, targets = np.concatenate(logits), np.concatenate(targets)
+    valid = targets != 0
+    expected = (logits.argmax(-1) == targets)[valid].mean()
+    assert float(metric.result()) == pytest.approx(expected)
+    metric.reset_state()
+    assert float(metric.result()) == 0.0
+
+
+def test_perplexity_is_exp_of_mean_nll(batches):
+    logits, targets = batches
+    metric = ks.metrics.Perplexity(ignore_index=0)
+    for l, t in zip(logits, targets):
+        metric.update_state(t, l)
+    logits, targets = np.concatenate(logits), np.concatenate(targets)
+    nll = -np.take_along_axis(numpy_log_softmax(logits), targets[..., None], -1)[..., 0]
+    expected = np.exp(nll[targets != 0].mean())
+    assert float(metric.result()) == pytest.approx(expected, rel=1e-5)
+    probs = np.exp(numpy_log_softmax(logits))
+    from_probs = ks.metrics.Perplexity(ignore_index=0, from_logits=False)
+    from_probs.update_state(targets, probs)
+    assert float(from_probs.result()) == pytest.approx(expected, rel=1e-4)
+
+
+def test_uniform_model_has_perplexity_of_vocabulary_size():
+    metric = ks.metrics.Perplexity()
+    metric.update_state(np.array([[1, 2, 3]]), np.zeros((1, 3, 11), "float32"))
+    assert float(metric.result()) == pytest.approx(11.0, rel=1e-5)
+
+
+def test_sample_weight_and_fit_and_config(rng):
+    metric = ks.metrics.MaskedAccuracy()
+    metric.update_state(np.array([1, 2]), np.array([[0, 1, 0], [1, 0, 0]], "float32"), sample_weight=np.array([3.0, 1.0]))
+    assert float(metric.result()) == pytest.approx(0.75)
+    clone = ks.metrics.Perplexity.from_config(ks.metrics.Perplexity(ignore_index=0, from_logits=False).get_config())
+    assert clone.ignore_index == 0 and clone.from_logits is False
+    ids = rng.integers(1, 5, size=(32, 4)).astype("int32")
+    inputs = keras.Input((4,), dtype="int32")
+    model = keras.Model(inputs, keras.layers.Dense(5)(keras.layers.Embedding(5, 8)(inputs)))
+    model.compile("adam", ks.losses.LabelSmoothingCrossEntropy(ignore_index=0),
+                  metrics=[ks.metrics.MaskedAccuracy(ignore_index=0), ks.metrics.Perplexity(ignore_index=0)])
+    history = model.fit(ids, ids, epochs=30, verbose=0, batch_size=32)
+    assert history.history["masked_accuracy"][-1] > 0.9
+    assert history.history["perplexity"][-1] < history.history["perplexity"][0]
+
+
+def test_bad_inputs_raise_value_errors():
+    with pytest.raises(ValueError, match=r"MaskedAccuracy.*ignore_index.*integer"):
+        ks.metrics.MaskedAccuracy(ignore_index="pad")
+    with pytest.raises(ValueError, match=r"Perplexity.*y_true.*\(2, 5\)"):
+        ks.metrics.Perplexity().update_state(np.zeros((2, 4), "int32"), np.zeros((2, 5, 3), "float32"))

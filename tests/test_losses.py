@@ -1,0 +1,84 @@
+import keras
+import numpy as np
+import pytest
+from layer_checks import assert_close, fit_reduces_loss, to_numpy
+
+import keras_seq as ks
+
+
+def numpy_label_smoothing(targets, logits, epsilon, ignore_index=None):
+    """Eq. 6.1 with the smoothed targets of eq. 6.3, built as an explicit one-hot in NumPy."""
+    vocab = logits.shape[-1]
+    log_q = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    smoothed = (1 - epsilon) * np.eye(vocab)[targets] + epsilon / vocab
+    per_position = -(smoothed * log_q).sum(-1)
+    valid = np.ones_like(targets, bool) if ignore_index is None else targets != ignore_index
+    return per_position[valid].mean() if valid.any() else 0.0
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 5)])
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_matches_eq_6_3(rng, shape, epsilon):
+    logits = rng.normal(size=(*shape, 7)).astype("float32") * 3
+    targets = rng.integers(0, 7, size=shape)
+    loss = ks.losses.LabelSmoothingCrossEntropy(epsilon=epsilon)
+    assert float(loss(targets, logits)) == pytest.approx(numpy_label_smoothing(targets, logits, epsilon), rel=1e-5)
+    keras_loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=epsilon)
+    assert float(loss(targets, logits)) == pytest.approx(float(keras_loss(np.eye(7)[targets], logits)), rel=1e-5)
+
+
+def test_ignore_index_leaves_positions_out_of_the_mean(rng):
+    logits = rng.normal(size=(3, 5, 7)).astype("float32")
+    targets = rng.integers(1, 7, size=(3, 5))
+    targets[0, 3:] = 0
+    targets[2, :] = 0
+    loss = ks.losses.LabelSmoothingCrossEntropy(epsilon=0.1, ignore_index=0)
+    expected = numpy_label_smoothing(targets, logits, 0.1, ignore_index=0)
+    assert float(loss(targets, logits)) == pytest.approx(expected, rel=1e-5)
+    weights = np.array([1.0, 2.0, 1.0])
+    per_sequence = [numpy_label_smoothing(targets[i : i + 1], logits[i : i + 1], 0.1, 0) for i in range(3)]
+    counts = (targets != 0).sum(-1)
+    expected = sum(w * l * c for w, l, c in zip(weights, per_sequence, counts)) / counts.sum()
+    assert float(loss(targets, logits, sample_weight=weights)) == pytest.approx(expected, rel=1e-5)
+    all_ignored = np.zeros((2, 4), "int32")
+    assert float(loss(all_ignored, logits[:2, :4])) == 0.0
+
+
+def test_probabilities_input(rng):
+    logits = rng.normal(size=(4, 6)).astype("float32")
+    probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    targets = rng.integers(0, 6, size=4)
+    loss = ks.losses.LabelSmoothingCrossEntropy(epsilon=0.2, from_logits=False)
+    assert float(loss(targets, probs)) == pytest.approx(numpy_label_smoothing(targets, logits, 0.2), rel=1e-4)
+
+
+def test_float16_logits_computed_in_float32(rng):
+    logits = (rng.normal(size=(2, 3, 50)) * 20).astype("float16")
+    targets = rng.integers(0, 50, size=(2, 3))
+    value = float(ks.losses.LabelSmoothingCrossEntropy()(targets, logits))
+    assert value == pytest.approx(numpy_label_smoothing(targets, logits.astype("float64"), 0.1), rel=1e-3)
+
+
+def test_config_round_trip_and_fit():
+    loss = ks.losses.LabelSmoothingCrossEntropy(epsilon=0.2, ignore_index=0)
+    clone = ks.losses.LabelSmoothingCrossEntropy.from_config(loss.get_config())
+    assert clone.get_config() == loss.get_config()
+    rng = np.random.default_rng(1)
+    ids = rng.integers(1, 6, size=(64, 4)).astype("int32")
+    ids[:, 3] = 0
+    inputs = keras.Input((4,), dtype="int32")
+    model = keras.Model(inputs, keras.layers.Dense(6)(keras.layers.Embedding(6, 8)(inputs)))
+    fit_reduces_loss(model, ids, ids, loss, epochs=40, factor=0.5, learning_rate=5e-2)
+
+
+def test_bad_inputs_raise_value_errors(rng):
+    logits = rng.normal(size=(3, 5, 7)).astype("float32")
+    cases = [
+        (lambda: ks.losses.LabelSmoothingCrossEntropy(epsilon=1.0), r"LabelSmoothingCrossEntropy.*epsilon.*\[0, 1\)"),
+        (lambda: ks.losses.LabelSmoothingCrossEntropy(ignore_index=0.5), r"ignore_index.*integer"),
+        (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3, 4), "int32"), logits), r"y_true.*\(3, 5\)"),
+        (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3,), "int32"), logits[0, 0]), r"y_pred.*rank 2 or rank 3"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
