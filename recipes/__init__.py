@@ -1,0 +1,1 @@
+"""Command-line programs that train keras_seq models with `model.fit` (`python -m recipes.NAME`)."""
