@@ -92,14 +92,29 @@ def test_sinusoidal_and_position_embedding_model_contract(tmp_path, rng):
         check_functional_model(make, [((5, 4), "float32")], [x], tmp_path)
 
 
-def test_positions_make_order_learnable(rng):
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda: ks.layers.SinusoidalPositionalEncoding(),
+        lambda: ks.layers.PositionEmbedding(8),
+        lambda: ks.layers.TokenAndPositionEmbedding(5, 8, 16, positional="sinusoidal"),
+        lambda: ks.layers.TokenAndPositionEmbedding(5, 8, 16, positional="learned"),
+    ],
+    ids=["sinusoidal", "learned", "token-sinusoidal", "token-learned"],
+)
+def test_positions_make_order_learnable(encode):
     """Predicting a token's position from its (constant) embedding needs the position signal."""
     ids = np.full((64, 8), 3, dtype="int32")
     targets = np.tile(np.arange(8), (64, 1))
     inputs = keras.Input((8,), dtype="int32")
-    h = ks.layers.TokenAndPositionEmbedding(5, 8, 16, positional="learned")(inputs)
-    model = keras.Model(inputs, keras.layers.Dense(8)(h))
-    fit_reduces_loss(model, ids, targets, keras.losses.SparseCategoricalCrossentropy(from_logits=True), epochs=40, factor=0.2)
+    layer = encode()
+    if isinstance(layer, ks.layers.TokenAndPositionEmbedding):
+        h = layer(inputs)
+    else:
+        h = layer(keras.layers.Embedding(5, 16)(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(8)(keras.layers.Dense(32, activation="relu")(h)))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    fit_reduces_loss(model, ids, targets, loss, epochs=40, factor=0.2)
 
 
 def test_bad_inputs_raise_value_errors(rng):

@@ -160,6 +160,19 @@ def test_blocks_train_to_reverse_a_sequence(rng):
     fit_reduces_loss(model, ids, ids[:, ::-1], loss, epochs=25, factor=0.2, learning_rate=3e-3, batch_size=64)
 
 
+def test_decoder_block_trains_to_repeat_the_first_token(rng):
+    """Every position must output the first token: only causal attention back to it can tell."""
+    n, length, vocab = 512, 6, 8
+    ids = rng.integers(1, vocab, size=(n, length)).astype("int32")
+    inputs = keras.Input((length,), dtype="int32")
+    h = ks.layers.TokenAndPositionEmbedding(vocab, length, 32)(inputs)
+    h = ks.layers.TransformerDecoderBlock(num_heads=4, intermediate_dim=64, dropout=0.0)(h)
+    model = keras.Model(inputs, keras.layers.Dense(vocab)(keras.layers.LayerNormalization()(h)))
+    targets = np.repeat(ids[:, :1], length, axis=1)
+    loss = ks.losses.LabelSmoothingCrossEntropy(epsilon=0.0)
+    fit_reduces_loss(model, ids, targets, loss, epochs=20, factor=0.2, learning_rate=3e-3, batch_size=64)
+
+
 def test_bad_inputs_raise_value_errors(rng):
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     encoder_only = ks.layers.TransformerDecoderBlock(2, 16)

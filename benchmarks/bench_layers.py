@@ -1,0 +1,272 @@
+"""Training-step speed of keras_seq's attention layers next to Keras, keras-hub and PyTorch.
+
+What is measured: the wall time of one training step (forward, MSE loss, backward,
+SGD update) in float32 on the CPU, for the same configuration in the same run:
+
+* self-attention, B=32, T=128, D=256, 4 heads of 64: `ks.layers.MultiHeadAttention`
+  vs `keras.layers.MultiHeadAttention` (each in `Input -> attention(x, x) -> output`)
+  vs `torch.nn.MultiheadAttention(256, 4, batch_first=True)` (called with
+  `need_weights=False`, as the Keras layers return no scores);
+* 4 pre-norm encoder blocks (D=256, 4 heads, feed-forward 1024, relu, dropout 0,
+  epsilon 1e-5): `ks.layers.TransformerEncoderBlock` vs
+  `keras_hub.layers.TransformerEncoder(normalize_first=True)` vs
+  `torch.nn.TransformerEncoder` of `TransformerEncoderLayer(norm_first=True)`.
+
+Keras models are compiled with `SGD(1e-3)` and `loss="mse"` at the default
+`jit_compile` (XLA on TensorFlow, `jax.jit` on JAX, eager on torch) and timed with
+`model.train_on_batch`, whose loss is turned into a Python float every step so
+asynchronous backends finish. After `--warmup` steps (compilation), `--steps` steps
+are timed with `time.perf_counter`; a row gives the median and the minimum ms/step
+and B*T / median tokens/s. Native PyTorch (default thread count) runs in the torch
+backend's process only.
+
+Run from the repository root with the test virtualenv:
+
+    python benchmarks/bench_layers.py                  # all three backends, Markdown table
+    python benchmarks/bench_layers.py --write benchmarks/RESULTS.md   # ... and append it there
+    python benchmarks/bench_layers.py --quick          # smoke test: B=4, T=32, 2 timed steps
+    KERAS_BACKEND=jax python benchmarks/bench_layers.py --backend-run   # one backend, JSON lines
+
+The driver starts one subprocess per backend (`KERAS_BACKEND`); rows of a layer that
+fails, or of keras-hub when it is not installed, become notes under the table.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BACKENDS = ("tensorflow", "jax", "torch")
+HIDDEN, HEADS, KEY_DIM, FEED_FORWARD, BLOCKS = 256, 4, 64, 1024, 4
+ATTENTION = "self-attention"
+ENCODER = f"{BLOCKS} pre-norm encoder blocks"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _emit(**record):
+    print(json.dumps(record), flush=True)
+
+
+def _keras_cases(batch, length):
+    """`(benchmark, implementation, make_step)` for the Keras models of this backend."""
+    import keras
+    import numpy as np
+
+    import keras_seq as ks
+
+    try:
+        import keras_hub
+    except ImportError as error:
+        keras_hub = None
+        _emit(note=f"keras_hub is not importable ({error}); its rows are skipped")
+
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((batch, length, HIDDEN), dtype=np.float32) for _ in range(2))
+
+    def model(layers, self_attention=False):
+        inputs = keras.Input((length, HIDDEN))
+        outputs = inputs
+        for layer in layers:
+            outputs = layer(outputs, outputs) if self_attention else layer(outputs)
+        return keras.Model(inputs, outputs)
+
+    def step(build):
+        def make_step():
+            trained = build()
+            trained.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse")
+            return lambda: float(trained.train_on_batch(x, y))
+
+        return make_step
+
+    encoder = dict(dropout=0.0, activation="relu", layer_norm_epsilon=1e-5)
+    cases = [
+        (ATTENTION, "keras_seq MultiHeadAttention",
+         step(lambda: model([ks.layers.MultiHeadAttention(HEADS, KEY_DIM)], self_attention=True))),
+        (ATTENTION, "keras MultiHeadAttention",
+         step(lambda: model([keras.layers.MultiHeadAttention(HEADS, KEY_DIM)], self_attention=True))),
+        (ENCODER, "keras_seq TransformerEncoderBlock",
+         step(lambda: model([ks.layers.TransformerEncoderBlock(HEADS, FEED_FORWARD, norm_first=True, **encoder)
+                             for _ in range(BLOCKS)]))),
+    ]
+    if keras_hub is not None:
+        cases.append((ENCODER, "keras-hub TransformerEncoder", step(lambda: model([
+            keras_hub.layers.TransformerEncoder(FEED_FORWARD, HEADS, normalize_first=True, **encoder)
+            for _ in range(BLOCKS)
+        ]))))
+    return cases
+
+
+def _torch_cases(batch, length):
+    """`(benchmark, implementation, make_step)` for the native PyTorch modules."""
+    import torch
+
+    torch.manual_seed(0)
+    x, y = torch.randn(batch, length, HIDDEN), torch.randn(batch, length, HIDDEN)
+
+    def step(module, forward):
+        def make_step():
+            optimizer = torch.optim.SGD(module.parameters(), lr=1e-3)
+
+            def train_step():
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(forward(), y)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            return train_step
+
+        return make_step
+
+    attention = torch.nn.MultiheadAttention(HIDDEN, HEADS, batch_first=True)
+    layer = torch.nn.TransformerEncoderLayer(
+        HIDDEN, HEADS, FEED_FORWARD, dropout=0.0, batch_first=True, norm_first=True
+    )
+    encoder = torch.nn.TransformerEncoder(layer, BLOCKS, enable_nested_tensor=False)
+    return [
+        (ATTENTION, "native PyTorch nn.MultiheadAttention",
+         step(attention, lambda: attention(x, x, x, need_weights=False)[0])),
+        (ENCODER, "native PyTorch nn.TransformerEncoder", step(encoder, lambda: encoder(x))),
+    ]
+
+
+def backend_run(args):
+    """Measure this backend's rows (and native PyTorch on torch), one JSON line each."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    backend = keras.backend.backend()
+    cases = _keras_cases(args.batch_size, args.length)
+    if backend == "torch":
+        cases += _torch_cases(args.batch_size, args.length)
+    for benchmark, implementation, make_step in cases:
+        try:
+            train_step = make_step()
+            for _ in range(args.warmup):
+                train_step()
+            times = []
+            for _ in range(args.steps):
+                start = time.perf_counter()
+                train_step()
+                times.append(time.perf_counter() - start)
+        except Exception as error:  # one failing layer must not hide the other rows
+            message = (str(error).strip().splitlines() or [""])[0][:300]
+            _emit(note=f"{implementation} failed on {backend}: {type(error).__name__}: {message}")
+            continue
+        median = statistics.median(times)
+        _emit(benchmark=benchmark, implementation=implementation, backend=backend, median_ms=median * 1e3,
+              min_ms=min(times) * 1e3, tokens_per_s=args.batch_size * args.length / median)
+
+
+def _git_commit():
+    def git(*command):
+        return subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _header(args):
+    versions = []
+    for package in ("keras", "tensorflow", "jax", "torch", "keras-hub"):
+        try:
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{package} not installed")
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+               "unknown CPU")
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        f"## Layer training step, {date}",
+        "",
+        f"- Commit: {_git_commit()}",
+        f"- Versions: {', '.join(versions)}",
+        f"- CPU: {cpu}, {os.cpu_count()} cores",
+        f"- Configuration: B={args.batch_size}, T={args.length}, D={HIDDEN}, {HEADS} heads of {KEY_DIM}, "
+        f"feed-forward {FEED_FORWARD}; float32; {args.warmup} warm-up + {args.steps} timed steps"
+        + (" (`--quick` smoke test, not a measurement)" if args.quick else ""),
+        "",
+    ]
+
+
+def _table(rows):
+    order = {name: index for index, name in enumerate((ATTENTION, ENCODER))}
+    rows = sorted(rows, key=lambda row: (order[row["benchmark"]], BACKENDS.index(row["backend"])))
+    baseline = {(row["benchmark"], row["backend"]): row["median_ms"]
+                for row in rows if row["implementation"].startswith("keras_seq")}
+    lines = [
+        "| benchmark | implementation | backend | median ms/step | min ms/step | tokens/s | vs keras_seq |",
+        "|---|---|---|--:|--:|--:|--:|",
+    ]
+    for row in rows:
+        base = baseline.get((row["benchmark"], row["backend"]))
+        ratio = f"{row['median_ms'] / base:.2f}x" if base else "n/a"
+        lines.append(f"| {row['benchmark']} | {row['implementation']} | {row['backend']} | {row['median_ms']:.2f} "
+                     f"| {row['min_ms']:.2f} | {row['tokens_per_s']:,.0f} | {ratio} |")
+    lines += ["", "`vs keras_seq`: median time over keras_seq's median on the same benchmark and backend "
+              "(above 1 is slower); native PyTorch is compared with keras_seq on the torch backend."]
+    return lines
+
+
+def drive(args):
+    """Run every backend in its own process and print (and optionally append) the Markdown section."""
+    forwarded = ["--steps", str(args.steps), "--warmup", str(args.warmup),
+                 "--batch-size", str(args.batch_size), "--length", str(args.length)]
+    rows, notes = [], []
+    for backend in BACKENDS:
+        print(f"running the {backend} backend ...", file=sys.stderr, flush=True)
+        env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        result = subprocess.run([sys.executable, __file__, "--backend-run", *forwarded],
+                                env=env, cwd=REPO, capture_output=True, text=True)
+        for line in result.stdout.splitlines():
+            if line.startswith("{"):
+                record = json.loads(line)
+                if "note" in record:
+                    notes.append(f"{backend}: {record['note']}")
+                else:
+                    rows.append(record)
+        if result.returncode:
+            sys.stderr.write(result.stderr)
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            notes.append(f"{backend}: the backend run failed (exit {result.returncode}): {last}")
+    lines = _header(args) + _table(rows)
+    if notes:
+        lines += ["", "Notes:", *(f"- {note}" for note in notes)]
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if args.write:
+        path = Path(args.write)
+        existing = path.read_text() if path.exists() else "# Benchmarks\n"
+        path.write_text(f"{existing.rstrip()}\n\n{section}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend-run", action="store_true",
+                        help="measure the current KERAS_BACKEND only and print JSON lines")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
+    parser.add_argument("--batch-size", type=int, default=32, help="B (default 32)")
+    parser.add_argument("--length", type=int, default=128, help="sequence length T (default 128)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: B=4, T=32, 2 timed steps")
+    parser.add_argument("--write", metavar="PATH", help="also append the Markdown section to PATH")
+    args = parser.parse_args()
+    if args.quick:
+        args.batch_size, args.length, args.steps = 4, 32, 2
+    if min(args.steps, args.batch_size, args.length) < 1 or args.warmup < 0:
+        parser.error("--steps, --batch-size and --length must be positive and --warmup not negative")
+    if args.backend_run:
+        backend_run(args)
+    else:
+        drive(args)
+
+
+if __name__ == "__main__":
+    main()
