@@ -37,6 +37,12 @@ def check_probability(owner, argument, value):
     return float(value)
 
 
+def check_optional_id(owner, argument, value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+        fail(owner, argument, "an integer id or None", repr(value))
+    return None if value is None else int(value)
+
+
 def check_choice(owner, argument, value, choices):
     if value not in choices:
         fail(owner, argument, f"one of {list(choices)}", repr(value))

@@ -7,6 +7,14 @@ from keras_seq import _backend
 from keras_seq import _validation as v
 
 
+def log_probabilities(y_pred, from_logits):
+    """log q(k) in float32 from logits (log-softmax) or from probabilities (clipped log)."""
+    y_pred = ops.cast(y_pred, "float32")
+    if from_logits:
+        return ops.log_softmax(y_pred, axis=-1)
+    return ops.log(ops.clip(y_pred, 1e-7, 1.0))
+
+
 @keras.saving.register_keras_serializable(package="keras_seq")
 class LabelSmoothingCrossEntropy(keras.losses.Loss):
     """Cross-entropy `H(q', p)` (eq. 6.1) against the smoothed targets of eq. 6.3.
@@ -40,9 +48,7 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         owner = f"LabelSmoothingCrossEntropy '{name}'"
         self.epsilon = v.check_probability(owner, "epsilon", epsilon)
         self.from_logits = bool(from_logits)
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
-            v.fail(owner, "ignore_index", "an integer id or None", repr(ignore_index))
-        self.ignore_index = ignore_index
+        self.ignore_index = v.check_optional_id(owner, "ignore_index", ignore_index)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         owner = f"LabelSmoothingCrossEntropy '{self.name}'"
@@ -61,11 +67,7 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
-        y_pred = ops.cast(y_pred, "float32")
-        if self.from_logits:
-            log_probs = ops.log_softmax(y_pred, axis=-1)
-        else:
-            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        log_probs = log_probabilities(y_pred, self.from_logits)
         valid = None
         targets = y_true
         if self.ignore_index is not None:

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.losses import log_probabilities
 
 
 class _MaskedTokenMetric(keras.metrics.Metric):
@@ -11,9 +12,7 @@ class _MaskedTokenMetric(keras.metrics.Metric):
 
     def __init__(self, ignore_index=None, name=None, dtype="float32", **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
-            v.fail(f"{type(self).__name__} '{self.name}'", "ignore_index", "an integer id or None", repr(ignore_index))
-        self.ignore_index = ignore_index
+        self.ignore_index = v.check_optional_id(f"{type(self).__name__} '{self.name}'", "ignore_index", ignore_index)
         self.total = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="total")
         self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
 
@@ -80,10 +79,7 @@ class Perplexity(_MaskedTokenMetric):
         self.from_logits = bool(from_logits)
 
     def _per_position(self, y_true, y_pred):
-        if self.from_logits:
-            log_probs = ops.log_softmax(y_pred, axis=-1)
-        else:
-            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        log_probs = log_probabilities(y_pred, self.from_logits)
         return -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1), -1)
 
     def result(self):
