@@ -8,12 +8,15 @@ from keras_seq.layers.embedding import (
     sinusoidal_position_encoding,
 )
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
+from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 
 __all__ = [
     "BahdanauAttention",
+    "CoupledLSTMCell",
     "LuongAttention",
     "MultiHeadAttention",
+    "PeepholeLSTMCell",
     "PositionEmbedding",
     "SinusoidalPositionalEncoding",
     "TokenAndPositionEmbedding",
