@@ -8,6 +8,7 @@ from keras_seq.layers.embedding import (
     sinusoidal_position_encoding,
 )
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
+from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 
@@ -18,6 +19,7 @@ __all__ = [
     "MultiHeadAttention",
     "PeepholeLSTMCell",
     "PositionEmbedding",
+    "SequencePooling",
     "SinusoidalPositionalEncoding",
     "TokenAndPositionEmbedding",
     "TransformerDecoderBlock",
