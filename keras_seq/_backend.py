@@ -53,3 +53,61 @@ def concrete_value(x):
             return None
         return x.detach().cpu().numpy()
     return None
+
+
+def stateless_uniform(shape, seed, step):
+    """Uniform [0, 1) noise fixed by `(seed, step)`: the same draws in every run.
+
+    Keras' own random ops take an int or a `SeedGenerator`, neither of which can
+    advance inside a compiled decoding loop, hence one stateless draw per backend.
+    `step` may be a traced scalar (JAX, TensorFlow) or a Python int (torch's eager loop).
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        key = jax.random.fold_in(jax.random.PRNGKey(seed), step)
+        return jax.random.uniform(key, shape, minval=1e-20, maxval=1.0)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        pair = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
+        return tf.random.stateless_uniform(shape, seed=pair, minval=1e-20, maxval=1.0)
+    import torch
+    from keras.src.backend.torch.core import get_device
+
+    generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
+    noise = torch.rand(tuple(shape), generator=generator).clamp_min_(1e-20)
+    return noise.to(get_device())
+
+
+def compile_for_inference(model, function):
+    """`function(*tensors)` compiled for repeated inference calls on the model's backend.
+
+    XLA via `tf.function(jit_compile=True)` on TensorFlow; `jax.jit` on JAX, with the
+    model's variables passed in as arguments through `keras.StatelessScope` (so they
+    are not baked into the program as constants); torch runs eagerly without autograd.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=True, reduce_retracing=True)
+    if backend == "jax":
+        import jax
+
+        variables = list(model.variables)
+
+        @jax.jit
+        def stateless(values, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return function(*args)
+
+        return lambda *args: stateless([variable.value for variable in variables], *args)
+    import torch
+
+    def no_grad(*args):
+        with torch.no_grad():
+            return function(*args)
+
+    return no_grad

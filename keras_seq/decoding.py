@@ -1,0 +1,229 @@
+"""Cached, static-shaped autoregressive decoding shared by every keras_seq generator.
+
+One implementation serves language models and seq2seq models, Transformer and RNN
+alike. A model supplies two things (see `GenerativeModel`):
+
+* `_decoding_start(inputs, max_length)` -> `(ids, prompt_length, cache, context)`:
+  the `(B, max_length)` id buffer with the prompt (or the start id) written in, the
+  empty cache sized up front, and per-sequence context (e.g. encoder outputs);
+* `_decoding_step(ids, cache, index, context)` -> `(logits (B, n, V), cache)`: the
+  logits of `n` new positions starting at `index`, and the cache with them added.
+
+Each new token then costs one step, not a rerun of the prefix. The loop has a fixed
+trip bound and fixed shapes, so it compiles with XLA (TensorFlow, TPU), `jax.jit`,
+and runs under `torch.no_grad`. Scores are float32 log-probabilities whatever the
+model's dtype policy.
+"""
+
+import keras
+from keras import ops
+
+from keras_seq import _backend
+from keras_seq import _validation as v
+
+STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
+_NEG_INF = -1e9
+
+
+def gnmt_length_penalty(length, alpha):
+    """`((5 + length) / 6) ** alpha` of Wu et al. (2016), the divisor of a beam's log-probability."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def _gumbel_argmax(logits, seed, step):
+    """A draw from softmax(logits) by the Gumbel-max trick, reproducible per (seed, step)."""
+    noise = _backend.stateless_uniform(ops.shape(logits), seed, step)
+    return ops.argmax(logits - ops.log(-ops.log(noise)), axis=-1)
+
+
+def _keep_top_k(logits, k):
+    kth = ops.top_k(logits, k, sorted=True)[0][:, -1:]
+    return ops.where(logits < kth, _NEG_INF, logits)
+
+
+def _keep_top_p(logits, p):
+    """Keep the smallest set of most likely tokens whose probability reaches p (nucleus)."""
+    sorted_logits = ops.top_k(logits, ops.shape(logits)[-1], sorted=True)[0]
+    probs = ops.softmax(sorted_logits, axis=-1)
+    mass_before = ops.cumsum(probs, axis=-1) - probs
+    kept = ops.where(mass_before < p, sorted_logits, ops.full_like(sorted_logits, 1e30))
+    threshold = ops.min(kept, axis=-1, keepdims=True)  # the least likely kept logit
+    return ops.where(logits < threshold, _NEG_INF, logits)
+
+
+def _token_chooser(strategy, temperature, k, p, seed):
+    """`choose(logits (B, V) float32, step) -> ids (B,)` for a non-beam strategy."""
+    if strategy == "greedy":
+        return lambda logits, step: ops.argmax(logits, axis=-1)
+
+    def choose(logits, step):
+        logits = logits / temperature
+        if strategy == "top_k":
+            logits = _keep_top_k(logits, k)
+        elif strategy == "top_p":
+            logits = _keep_top_p(logits, p)
+        return _gumbel_argmax(logits, seed, step)
+
+    return choose
+
+
+def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id):
+    """Greedy/sampling decoding: returns the filled ids and each sequence's log-probability."""
+    batch, max_length = ids.shape
+    logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
+
+    def body(step, ids, cache, logits, done, score):
+        logits = ops.cast(logits, "float32")
+        token = ops.cast(choose(logits, step), "int32")
+        token = ops.where(done, 0, token)  # padding after a sequence ended
+        log_probs = ops.log_softmax(logits, axis=-1)
+        token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
+        score = score + ops.where(done, 0.0, token_log_prob)
+        ids = ops.slice_update(ids, (0, step), token[:, None])
+        if end_id is not None:
+            done = ops.logical_or(done, ops.equal(token, end_id))
+        logits, cache = model._decoding_step(token[:, None], cache, step, context)
+        return step + 1, ids, cache, logits[:, -1], done, score
+
+    def condition(step, ids, cache, logits, done, score):
+        return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
+
+    state = (
+        ops.convert_to_tensor(prompt_length, "int32"),
+        ids,
+        cache,
+        logits[:, -1],
+        ops.zeros((batch,), "bool"),
+        ops.zeros((batch,), "float32"),
+    )
+    _, ids, _, _, _, score = ops.while_loop(condition, body, state, maximum_iterations=max_length)
+    return ids, score
+
+
+def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, vocabulary_size):
+    """Beam search over `num_beams` hypotheses per sequence (rows of `ids` come in beam groups).
+
+    A finished beam (its last token was `end_id`) can only be extended by padding at
+    no cost, so it stops growing and keeps its score while competing with the rest.
+    Returns ids `(B*K, L)`, summed log-probabilities `(B, K)` and lengths `(B, K)`.
+    """
+    rows, max_length = ids.shape
+    batch = rows // num_beams
+    logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
+    pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
+    batch_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
+
+    def body(step, ids, cache, logits, scores, done, lengths):
+        log_probs = ops.reshape(ops.log_softmax(ops.cast(logits, "float32"), axis=-1), (batch, num_beams, -1))
+        log_probs = ops.where(done[..., None], pad_only, log_probs)
+        candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
+        scores, flat = ops.top_k(candidates, num_beams, sorted=True)
+        flat = ops.cast(flat, "int32")
+        beam, token = flat // vocabulary_size, flat % vocabulary_size
+        rows_kept = ops.reshape(batch_offsets + beam, (-1,))
+        ids = ops.take(ids, rows_kept, axis=0)
+        cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), cache)
+        done = ops.take_along_axis(done, beam, axis=1)
+        lengths = ops.take_along_axis(lengths, beam, axis=1) + ops.cast(ops.logical_not(done), "int32")
+        if end_id is not None:
+            done = ops.logical_or(done, ops.equal(token, end_id))
+        token = ops.reshape(token, (-1, 1))
+        ids = ops.slice_update(ids, (0, step), token)
+        logits, cache = model._decoding_step(token, cache, step, context)
+        return step + 1, ids, cache, logits[:, -1], scores, done, lengths
+
+    def condition(step, ids, cache, logits, scores, done, lengths):
+        return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
+
+    # All beams start identical: only the first may expand at the first step.
+    first_only = ops.where(ops.arange(num_beams) == 0, 0.0, _NEG_INF)
+    state = (
+        ops.convert_to_tensor(prompt_length, "int32"),
+        ids,
+        cache,
+        logits[:, -1],
+        ops.tile(first_only[None], (batch, 1)),
+        ops.zeros((batch, num_beams), "bool"),
+        ops.zeros((batch, num_beams), "int32"),
+    )
+    _, ids, _, _, scores, _, lengths = ops.while_loop(condition, body, state, maximum_iterations=max_length)
+    return ids, scores, lengths
+
+
+def check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences):
+    owner = f"{type(model).__name__}.generate"
+    v.check_choice(owner, "strategy", strategy, STRATEGIES)
+    v.check_positive_int(owner, "max_length", max_length)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
+        v.fail(owner, "temperature", "a number > 0", repr(temperature))
+    v.check_positive_int(owner, "k", k)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        v.fail(owner, "p", "a number in (0, 1]", repr(p))
+    v.check_positive_int(owner, "num_beams", num_beams)
+    v.check_positive_int(owner, "num_return_sequences", num_return_sequences)
+    if strategy == "beam" and num_return_sequences > num_beams:
+        v.fail(owner, "num_return_sequences", f"at most num_beams={num_beams}", num_return_sequences)
+    vocabulary_size = model.decoding_vocabulary_size
+    if end_id is not None and not (isinstance(end_id, int) and 0 <= end_id < vocabulary_size):
+        v.fail(owner, "end_id", f"an id in [0, {vocabulary_size}) or None", repr(end_id))
+    if strategy == "top_k" and k > vocabulary_size:
+        v.fail(owner, "k", f"at most the vocabulary size {vocabulary_size}", k)
+    if strategy == "beam" and num_beams > vocabulary_size:
+        v.fail(owner, "num_beams", f"at most the vocabulary size {vocabulary_size}", num_beams)
+    v.check_rank(owner, "inputs", inputs, 2)
+    v.check_integer_ids(owner, "inputs", inputs)
+    v.check_ids_below(owner, "inputs", inputs, vocabulary_size)
+
+
+def generate(
+    model,
+    inputs,
+    max_length,
+    strategy="greedy",
+    temperature=1.0,
+    k=50,
+    p=0.9,
+    num_beams=4,
+    length_penalty=0.6,
+    end_id=None,
+    start_id=1,
+    num_return_sequences=1,
+    seed=None,
+):
+    """Decode `max_length` ids per input row; see `GenerativeModel.generate`."""
+    inputs = ops.convert_to_tensor(inputs)
+    check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences)
+    inputs = ops.cast(inputs, "int32")
+    seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
+    copies = num_beams if strategy == "beam" else num_return_sequences
+    batch = inputs.shape[0]
+    key = (strategy, float(temperature), k, float(p), copies, end_id, start_id, max_length, tuple(inputs.shape))
+    compiled = model._compiled_decoders.get(key)
+    if compiled is None:
+
+        def decode(inputs, seed_tensor):
+            rows = ops.repeat(inputs, copies, axis=0) if copies > 1 else inputs
+            ids, prompt_length, cache, context = model._decoding_start(rows, max_length, start_id)
+            if strategy == "beam":
+                return _beam_loop(model, ids, cache, context, prompt_length, copies, end_id, model.decoding_vocabulary_size)
+            choose = _token_chooser(strategy, temperature, k, p, seed_tensor)
+            return _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id)
+
+        compiled = _backend.compile_for_inference(model, decode)
+        model._compiled_decoders[key] = compiled
+    seed_tensor = seed if keras.backend.backend() == "torch" else ops.convert_to_tensor(seed, "int32")
+    outputs = compiled(inputs, seed_tensor)
+    if strategy == "beam":
+        ids, scores, lengths = outputs
+        scores = scores / gnmt_length_penalty(lengths, length_penalty)
+        order = ops.argsort(-scores, axis=-1)[:, :num_return_sequences]
+        scores = ops.take_along_axis(scores, order, axis=1)
+        ids = ops.reshape(ids, (batch, copies, max_length))
+        ids = ops.take_along_axis(ids, order[..., None], axis=1)
+    else:
+        ids, scores = outputs
+        ids = ops.reshape(ids, (batch, copies, max_length))
+        scores = ops.reshape(scores, (batch, copies))
+    if num_return_sequences == 1:
+        return ids[:, 0]
+    return ids, scores

@@ -1,0 +1,80 @@
+"""The `generate` method shared by every keras_seq language model and seq2seq model."""
+
+import keras
+
+from keras_seq import decoding
+
+
+class GenerativeModel(keras.Model):
+    """A functional `keras.Model` that can also decode autoregressively.
+
+    Subclasses build their graph in `__init__`, pass it to `keras.Model`, keep their
+    constructor arguments in `self._config` (so `.keras` files rebuild them) and
+    implement `_decoding_start`, `_decoding_step` and `decoding_vocabulary_size`
+    (see `keras_seq.decoding`).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._compiled_decoders = {}
+
+    def generate(
+        self,
+        inputs,
+        max_length,
+        strategy="greedy",
+        temperature=1.0,
+        k=50,
+        p=0.9,
+        num_beams=4,
+        length_penalty=0.6,
+        end_id=None,
+        start_id=1,
+        num_return_sequences=1,
+        seed=None,
+    ):
+        """Decode up to `max_length` ids per row of `inputs`, one cached step per token.
+
+        Args:
+            inputs: a language model's prompt `(B, P)`, or a seq2seq model's encoder
+                ids `(B, S)` (decoding then starts from `start_id`).
+            max_length: length of the returned ids, prompt (or start id) included.
+            strategy: `greedy`, `sample` (softmax with `temperature`), `top_k` (the
+                k most likely), `top_p` (the smallest set with probability >= p), or
+                `beam` (beam search with `num_beams` beams and the GNMT length
+                penalty `((5 + len) / 6) ** length_penalty` at the final ranking).
+            end_id: an id that ends a sequence; later positions are 0 (padding).
+            num_return_sequences: samples (or best beams) per input row.
+            seed: makes sampling repeatable (same ids on every call).
+
+        Returns:
+            int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
+            `(B, n, max_length)` and their float32 scores `(B, n)` (summed
+            log-probabilities; length-normalised for beam search).
+
+        Raises:
+            ValueError: on a bad strategy or parameter, a prompt longer than
+                `max_length`, or an `end_id` outside the vocabulary.
+        """
+        return decoding.generate(
+            self,
+            inputs,
+            max_length,
+            strategy=strategy,
+            temperature=temperature,
+            k=k,
+            p=p,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            end_id=end_id,
+            start_id=start_id,
+            num_return_sequences=num_return_sequences,
+            seed=seed,
+        )
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, **self._config}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
