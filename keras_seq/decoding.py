@@ -30,6 +30,12 @@ def gnmt_length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
+def _forbid_padding(logits):
+    """Id 0 is padding for every keras_seq model: never generate it (a model fed its own
+    output would then mask that position out, and cached and uncached decoding would part)."""
+    return ops.where(ops.arange(ops.shape(logits)[-1]) == 0, _NEG_INF, ops.cast(logits, "float32"))
+
+
 def _gumbel_argmax(logits, seed, step):
     """A draw from softmax(logits) by the Gumbel-max trick, reproducible per (seed, step)."""
     noise = _backend.stateless_uniform(ops.shape(logits), seed, step)
@@ -73,7 +79,7 @@ def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id):
     logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
 
     def body(step, ids, cache, logits, done, score):
-        logits = ops.cast(logits, "float32")
+        logits = _forbid_padding(logits)
         token = ops.cast(choose(logits, step), "int32")
         token = ops.where(done, 0, token)  # padding after a sequence ended
         log_probs = ops.log_softmax(logits, axis=-1)
@@ -114,7 +120,7 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, voc
     batch_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
 
     def body(step, ids, cache, logits, scores, done, lengths):
-        log_probs = ops.reshape(ops.log_softmax(ops.cast(logits, "float32"), axis=-1), (batch, num_beams, -1))
+        log_probs = ops.reshape(ops.log_softmax(_forbid_padding(logits), axis=-1), (batch, num_beams, -1))
         log_probs = ops.where(done[..., None], pad_only, log_probs)
         candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
         scores, flat = ops.top_k(candidates, num_beams, sorted=True)

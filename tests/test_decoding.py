@@ -1,0 +1,189 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+from layer_checks import to_numpy
+
+import keras_seq as ks
+from keras_seq import decoding
+
+START, END, A, B = 1, 2, 3, 4
+
+
+class MarkovChain:
+    """A hand-built decoder: the next-token distribution depends only on the last token."""
+
+    def __init__(self, transitions):
+        transitions = np.asarray(transitions, "float64")
+        transitions[:, 0] = 0.0  # id 0 is padding, never generated
+        transitions /= transitions.sum(1, keepdims=True)
+        self.log_table = np.log(transitions + 1e-12).astype("float32")
+        self.decoding_vocabulary_size = self.log_table.shape[0]
+        self._compiled_decoders = {}
+        self.variables = []
+
+    def _decoding_start(self, prompt, max_length, start_id):
+        batch, prompt_length = prompt.shape
+        ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
+        return ids, prompt_length, ops.zeros((batch, 1)), None
+
+    def _decoding_step(self, ids, cache, index, context):
+        return ops.take(ops.convert_to_tensor(self.log_table), ids, axis=0), cache
+
+
+def chain(rows, vocabulary_size=6):
+    """Transition matrix from {token: {next: probability}}, the rest spread evenly."""
+    table = np.zeros((vocabulary_size, vocabulary_size))
+    for token in range(vocabulary_size):
+        given = rows.get(token, {END: 1.0})
+        rest = 1.0 - sum(given.values())
+        others = [t for t in range(1, vocabulary_size) if t not in given]
+        for t in others:
+            table[token, t] = rest / len(others)
+        for t, prob in given.items():
+            table[token, t] = prob
+    return MarkovChain(table)
+
+
+def run(model, prompt, max_length, **kwargs):
+    result = decoding.generate(model, np.asarray(prompt, "int32"), max_length, **kwargs)
+    return tuple(to_numpy(r) for r in result) if isinstance(result, tuple) else to_numpy(result)
+
+
+def test_beam_search_finds_the_best_sequence_where_greedy_fails():
+    # Greedy takes A (0.6) and then can only reach 0.6 * 0.3; B (0.4) leads to 0.4 * 0.9.
+    model = chain({START: {A: 0.6, B: 0.4}, A: {END: 0.3}, B: {END: 0.9}})
+    greedy = run(model, [[START]], 4, end_id=END)
+    beam = run(model, [[START]], 4, strategy="beam", num_beams=2, end_id=END, length_penalty=0.0)
+    assert greedy[0, 1] == A
+    np.testing.assert_array_equal(beam, [[START, B, END, 0]])
+
+
+def test_beam_with_one_beam_equals_greedy_and_top_k_1_equals_greedy():
+    rng = np.random.default_rng(0)
+    model = MarkovChain(rng.dirichlet(np.ones(7) * 0.5, size=7))
+    prompt = [[1, 4], [3, 5], [6, 2]]
+    greedy = run(model, prompt, 9)
+    np.testing.assert_array_equal(run(model, prompt, 9, strategy="beam", num_beams=1), greedy)
+    np.testing.assert_array_equal(run(model, prompt, 9, strategy="top_k", k=1, seed=5), greedy)
+    np.testing.assert_array_equal(run(model, prompt, 9, strategy="top_p", p=1e-6, seed=5), greedy)
+    table = model.log_table
+    for row in greedy:
+        for t in range(2, 9):
+            assert row[t] == table[row[t - 1]].argmax()
+
+
+def test_length_penalty_changes_the_choice_as_the_gnmt_formula_says():
+    # Short: START END, log-prob -1.0, 1 token. Long: START A B END, log-prob -1.2, 3 tokens.
+    step = math.exp(-(1.2 + math.log(0.6)) / 2)
+    model = chain({START: {END: math.exp(-1.0), A: 0.6}, A: {B: step}, B: {END: step}}, vocabulary_size=6)
+    short = run(model, [[START]], 5, strategy="beam", num_beams=3, end_id=END, length_penalty=0.0, num_return_sequences=2)
+    assert list(short[0][0, 0]) == [START, END, 0, 0, 0]
+    np.testing.assert_allclose(short[1][0, 0], -1.0, atol=1e-4)
+    ids, scores = run(model, [[START]], 5, strategy="beam", num_beams=3, end_id=END, length_penalty=1.0, num_return_sequences=2)
+    assert list(ids[0, 0]) == [START, A, B, END, 0]
+    np.testing.assert_allclose(scores[0], [-1.2 / ((5 + 3) / 6), -1.0 / ((5 + 1) / 6)], atol=1e-4)
+
+
+def test_finished_sequences_are_padded_and_keep_their_score():
+    model = chain({START: {END: 0.9}})
+    ids, scores = run(model, [[START], [START]], 5, end_id=END, num_return_sequences=2, strategy="sample", seed=0)
+    for row, score in zip(ids.reshape(-1, 5), scores.reshape(-1)):
+        end = list(row).index(END) if END in row else None
+        if end is not None:
+            assert np.all(row[end + 1 :] == 0)
+
+
+PROBS = np.array([0.0, 0.05, 0.1, 0.15, 0.2, 0.5])  # id 0 (padding) is never drawn
+
+
+def test_sampling_is_repeatable_with_a_seed_and_follows_the_distribution():
+    model = MarkovChain(np.tile(PROBS, (6, 1)))
+    prompt = np.ones((400, 1), "int32")
+    first = run(model, prompt, 6, strategy="sample", seed=11)
+    np.testing.assert_array_equal(first, run(model, prompt, 6, strategy="sample", seed=11))
+    assert not np.array_equal(first, run(model, prompt, 6, strategy="sample", seed=12))
+    frequencies = np.bincount(first[:, 1:].ravel(), minlength=6) / first[:, 1:].size
+    np.testing.assert_allclose(frequencies, PROBS, atol=0.03)
+    cold = run(model, prompt, 6, strategy="sample", seed=11, temperature=0.25)
+    sharpened = PROBS**4 / np.sum(PROBS**4)  # softmax(log p / 0.25)
+    np.testing.assert_allclose(np.mean(cold[:, 1:] == 5), sharpened[5], atol=0.03)
+
+
+def test_top_k_and_top_p_sample_only_inside_their_sets():
+    model = MarkovChain(np.tile(PROBS, (6, 1)))
+    prompt = np.ones((300, 1), "int32")
+    top_2 = run(model, prompt, 5, strategy="top_k", k=2, seed=1)[:, 1:]
+    assert set(np.unique(top_2)) == {4, 5}
+    nucleus = run(model, prompt, 5, strategy="top_p", p=0.6, seed=1)[:, 1:]  # 0.5 + 0.2 reaches 0.6
+    assert set(np.unique(nucleus)) == {4, 5}
+    np.testing.assert_allclose(np.mean(nucleus == 5), 0.5 / 0.7, atol=0.05)
+
+
+def test_num_return_sequences_shapes_and_scores():
+    rng = np.random.default_rng(1)
+    model = MarkovChain(rng.dirichlet(np.ones(6), size=6))
+    ids, scores = run(model, [[1], [2]], 4, strategy="beam", num_beams=3, num_return_sequences=3)
+    assert ids.shape == (2, 3, 4) and scores.shape == (2, 3)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
+    for row, score in zip(ids[0], scores[0]):
+        log_prob = sum(model.log_table[a, b] for a, b in zip(row[:-1], row[1:]))
+        np.testing.assert_allclose(score, log_prob / ((5 + 3) / 6) ** 0.6, rtol=1e-4)
+    ids, scores = run(model, [[1], [2]], 4, strategy="sample", num_return_sequences=5, seed=3)
+    assert ids.shape == (2, 5, 4) and scores.shape == (2, 5)
+
+
+def test_transformer_lm_cached_generation_equals_uncached():
+    model = ks.models.transformer_lm(40, 24, num_layers=2, hidden_dim=32, num_heads=4, intermediate_dim=64)
+    prompt = np.array([[5, 6, 7, 8], [9, 10, 11, 12]], "int32")
+    cached = to_numpy(model.generate(prompt, 12))
+    ids = prompt
+    for _ in range(8):
+        next_ids = to_numpy(model(ids))[:, -1, 1:].argmax(-1).astype("int32") + 1  # id 0 is padding
+        ids = np.concatenate([ids, next_ids[:, None]], axis=1)
+    np.testing.assert_array_equal(cached, ids)
+
+
+def test_transformer_lm_learns_a_sequence_and_generates_it_after_save_load(tmp_path):
+    """Counting upward modulo 9 (ids 1..9): a trained model must continue any prompt."""
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, 9, 256)
+    data = ((starts[:, None] + np.arange(13)[None]) % 9 + 1).astype("int32")
+    model = ks.models.transformer_lm(10, 16, num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64)
+    model.compile(keras.optimizers.Adam(3e-3), ks.losses.LabelSmoothingCrossEntropy(epsilon=0.0))
+    model.fit(data[:, :-1], data[:, 1:], epochs=15, batch_size=32, verbose=0)
+    prompt = np.array([[3, 4], [8, 9]], "int32")
+    generated = to_numpy(model.generate(prompt, 10))
+    np.testing.assert_array_equal(generated[0], [3, 4, 5, 6, 7, 8, 9, 1, 2, 3])
+    path = tmp_path / "lm.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, ks.models.TransformerLM)
+    np.testing.assert_array_equal(to_numpy(loaded.generate(prompt, 10)), generated)
+    np.testing.assert_array_equal(to_numpy(loaded.generate(prompt, 10, strategy="beam")), generated)
+
+
+def test_bad_arguments_raise_value_errors():
+    model = ks.models.transformer_lm(20, 8, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    prompt = np.ones((2, 3), "int32")
+    cases = [
+        (dict(max_length=2), r"TransformerLM.generate.*inputs.*at most max_length=2"),
+        (dict(max_length=9), r"max_length.*at most sequence_length=8"),
+        (dict(max_length=6, strategy="beam", num_beams=0), r"num_beams.*positive integer"),
+        (dict(max_length=6, strategy="top_p", p=0.0), r"p.*\(0, 1\]"),
+        (dict(max_length=6, strategy="top_p", p=1.5), r"p.*\(0, 1\]"),
+        (dict(max_length=6, strategy="top_k", k=0), r"k.*positive integer"),
+        (dict(max_length=6, strategy="sample", temperature=-1.0), r"temperature.*> 0"),
+        (dict(max_length=6, end_id=20), r"end_id.*\[0, 20\)"),
+        (dict(max_length=6, strategy="nucleus"), r"strategy.*'greedy'"),
+        (dict(max_length=6, strategy="beam", num_beams=2, num_return_sequences=3), r"num_return_sequences.*num_beams=2"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            model.generate(prompt, **kwargs)
+    with pytest.raises(ValueError, match=r"inputs.*integer token ids"):
+        model.generate(np.ones((2, 3), "float32"), 6)
+    with pytest.raises(ValueError, match=r"inputs.*ids in \[0, 20\)"):
+        model.generate(np.full((2, 3), 25, "int32"), 6)
