@@ -170,7 +170,7 @@ def test_bad_arguments_raise_value_errors():
     prompt = np.ones((2, 3), "int32")
     cases = [
         (dict(max_length=2), r"TransformerLM.generate.*inputs.*at most max_length=2"),
-        (dict(max_length=9), r"max_length.*at most sequence_length=8"),
+        (dict(max_length=9), r"max_length.*at most the model.s target length 8"),
         (dict(max_length=6, strategy="beam", num_beams=0), r"num_beams.*positive integer"),
         (dict(max_length=6, strategy="top_p", p=0.0), r"p.*\(0, 1\]"),
         (dict(max_length=6, strategy="top_p", p=1.5), r"p.*\(0, 1\]"),

@@ -1,6 +1,13 @@
 """Builders of functional `keras.Model`s for the sequence task shapes."""
 
 from keras_seq.models.recurrent import rnn_classifier, rnn_tagger
-from keras_seq.models.transformer import TransformerLM, transformer_lm
+from keras_seq.models.transformer import TransformerLM, TransformerSeq2Seq, transformer_lm, transformer_seq2seq
 
-__all__ = ["TransformerLM", "rnn_classifier", "rnn_tagger", "transformer_lm"]
+__all__ = [
+    "TransformerLM",
+    "TransformerSeq2Seq",
+    "rnn_classifier",
+    "rnn_tagger",
+    "transformer_lm",
+    "transformer_seq2seq",
+]

@@ -5,8 +5,49 @@ from keras import ops
 
 from keras_seq import _validation as v
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TokenAndPositionEmbedding
-from keras_seq.layers.transformer import TransformerDecoderBlock
+from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_seq.models.generative import GenerativeModel
+
+
+def _check_sizes(owner, num_heads, hidden_dim, **sizes):
+    for name, value in {**sizes, "num_heads": num_heads, "hidden_dim": hidden_dim}.items():
+        v.check_positive_int(owner, name, value)
+    if hidden_dim % num_heads:
+        v.fail(owner, "hidden_dim", f"a multiple of num_heads={num_heads}", hidden_dim)
+
+
+def _stack(block_class, prefix, num_layers, num_heads, intermediate_dim, dropout, norm_first):
+    """`num_layers` blocks, and the final LayerNorm a pre-norm stack needs (None for post-norm)."""
+    blocks = [
+        block_class(num_heads, intermediate_dim, dropout=dropout, norm_first=norm_first, name=f"{prefix}_block_{index}")
+        for index in range(num_layers)
+    ]
+    final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name=f"{prefix}_final_norm") if norm_first else None
+    return blocks, final_norm
+
+
+def _normalized(final_norm, h):
+    return h if final_norm is None else final_norm(h)
+
+
+def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
+    """Self-attention keys/values of every decoder block: `(B, layers, 2, max_length, H, D/H)`."""
+    return ops.zeros((batch, num_layers, 2, max_length, num_heads, hidden_dim // num_heads), dtype)
+
+
+def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, **cross_attention):
+    """Logits of `ids` placed at `index`, updating each block's slice of the cache."""
+    h = embedding(ids, start_index=index)
+    layer_caches = []
+    for layer, block in enumerate(blocks):
+        h, layer_cache = block(h, cache=cache[:, layer], cache_update_index=index, **cross_attention)
+        layer_caches.append(layer_cache)
+    return head(_normalized(final_norm, h)), ops.stack(layer_caches, axis=1)
+
+
+def _check_decoding_length(owner, max_length, limit):
+    if max_length > limit:
+        v.fail(owner, "max_length", f"at most the model's target length {limit}", max_length)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -35,38 +76,22 @@ class TransformerLM(GenerativeModel):
         **kwargs,
     ):
         owner = "transformer_lm"
-        for name, value in (
-            ("vocabulary_size", vocabulary_size),
-            ("sequence_length", sequence_length),
-            ("num_layers", num_layers),
-            ("hidden_dim", hidden_dim),
-            ("num_heads", num_heads),
-            ("intermediate_dim", intermediate_dim),
-        ):
-            v.check_positive_int(owner, name, value)
+        _check_sizes(
+            owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
+            num_layers=num_layers, intermediate_dim=intermediate_dim,
+        )
         v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
-        if hidden_dim % num_heads:
-            v.fail(owner, "hidden_dim", f"a multiple of num_heads={num_heads}", hidden_dim)
         embedding = TokenAndPositionEmbedding(
             vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding"
         )
-        embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
-        blocks = [
-            TransformerDecoderBlock(
-                num_heads, intermediate_dim, dropout=dropout, norm_first=norm_first, name=f"decoder_block_{index}"
-            )
-            for index in range(num_layers)
-        ]
-        final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm") if norm_first else None
+        blocks, final_norm = _stack(TransformerDecoderBlock, "decoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
         head = keras.layers.Dense(vocabulary_size, dtype="float32", name="logits")
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        h = embedding_dropout(embedding(token_ids))
+        h = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
         for block in blocks:
             h = block(h)
-        if final_norm is not None:
-            h = final_norm(h)
-        super().__init__(token_ids, head(h), **kwargs)
+        super().__init__(token_ids, head(_normalized(final_norm, h)), **kwargs)
 
         self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
         self._config = dict(
@@ -91,23 +116,16 @@ class TransformerLM(GenerativeModel):
         owner = "TransformerLM.generate"
         if prompt_length > max_length:
             v.fail(owner, "inputs", f"a prompt of at most max_length={max_length} ids", f"{prompt_length} ids")
-        if max_length > config["sequence_length"]:
-            v.fail(owner, "max_length", f"at most sequence_length={config['sequence_length']}", max_length)
+        _check_decoding_length(owner, max_length, config["sequence_length"])
         ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
-        heads = config["num_heads"]
-        cache_shape = (batch, config["num_layers"], 2, max_length, heads, config["hidden_dim"] // heads)
-        cache = ops.zeros(cache_shape, self.token_embedding.compute_dtype)
+        cache = _empty_cache(
+            batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
+            self.token_embedding.compute_dtype,
+        )
         return ids, prompt_length, cache, None
 
     def _decoding_step(self, ids, cache, index, context):
-        h = self.token_embedding(ids, start_index=index)
-        layer_caches = []
-        for layer, block in enumerate(self.blocks):
-            h, layer_cache = block(h, cache=cache[:, layer], cache_update_index=index)
-            layer_caches.append(layer_cache)
-        if self.final_norm is not None:
-            h = self.final_norm(h)
-        return self.head(h), ops.stack(layer_caches, axis=1)
+        return _cached_decoder_step(self.token_embedding, self.blocks, self.final_norm, self.head, ids, cache, index)
 
 
 def transformer_lm(
@@ -133,4 +151,141 @@ def transformer_lm(
         norm_first=norm_first,
         positional=positional,
         name="transformer_lm",
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class TransformerSeq2Seq(GenerativeModel):
+    """Encoder-decoder Transformer (seed 000 section 5, seed 003): unaligned seq2seq.
+
+    Inputs `{"encoder_inputs": (B, S), "decoder_inputs": (B, T)}` -> logits
+    `(B, T, V_target)`. The encoder stack reads the source with padding masks; each
+    decoder block attends causally to the target prefix and across to the encoder
+    outputs (teacher forcing: `decoder_inputs` are the targets shifted right, starting
+    with the start id). `generate(encoder_ids, max_length, start_id=1, ...)` encodes
+    once and decodes with a self-attention cache.
+
+    Build it with `keras_seq.models.transformer_seq2seq`.
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        source_length,
+        target_length,
+        num_layers=2,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        dropout=0.1,
+        norm_first=True,
+        positional="sinusoidal",
+        **kwargs,
+    ):
+        owner = "transformer_seq2seq"
+        _check_sizes(
+            owner, num_heads, hidden_dim, source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size, source_length=source_length,
+            target_length=target_length, num_layers=num_layers, intermediate_dim=intermediate_dim,
+        )
+        v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
+        source_embedding = TokenAndPositionEmbedding(
+            source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"
+        )
+        target_embedding = TokenAndPositionEmbedding(
+            target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"
+        )
+        stack = (num_layers, num_heads, intermediate_dim, dropout, norm_first)
+        encoder_blocks, encoder_norm = _stack(TransformerEncoderBlock, "encoder", *stack)
+        decoder_blocks, decoder_norm = _stack(TransformerDecoderBlock, "decoder", *stack)
+        head = keras.layers.Dense(target_vocabulary_size, dtype="float32", name="logits")
+
+        encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
+        decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
+        h = keras.layers.Dropout(dropout, name="source_dropout")(source_embedding(encoder_ids))
+        for block in encoder_blocks:
+            h = block(h)
+        encoder_outputs = _normalized(encoder_norm, h)
+        h = keras.layers.Dropout(dropout, name="target_dropout")(target_embedding(decoder_ids))
+        for block in decoder_blocks:
+            h = block(h, encoder_outputs)
+        logits = head(_normalized(decoder_norm, h))
+        super().__init__({"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}, logits, **kwargs)
+
+        self.source_embedding, self.encoder_blocks, self.encoder_norm = source_embedding, encoder_blocks, encoder_norm
+        self.target_embedding, self.decoder_blocks, self.decoder_norm = target_embedding, decoder_blocks, decoder_norm
+        self.head = head
+        self._config = dict(
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            source_length=source_length,
+            target_length=target_length,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            positional=positional,
+        )
+
+    @property
+    def decoding_vocabulary_size(self):
+        return self._config["target_vocabulary_size"]
+
+    def encode(self, encoder_ids):
+        """Encoder outputs `(B, S, D)` and the source padding mask `(B, S)`."""
+        mask = ops.not_equal(encoder_ids, 0)
+        h = self.source_embedding(encoder_ids)
+        for block in self.encoder_blocks:
+            h = block(h, padding_mask=mask)
+        return _normalized(self.encoder_norm, h), mask
+
+    def _decoding_start(self, encoder_ids, max_length, start_id):
+        config = self._config
+        _check_decoding_length("TransformerSeq2Seq.generate", max_length, config["target_length"])
+        batch = encoder_ids.shape[0]
+        ids = ops.pad(ops.full((batch, 1), start_id, "int32"), ((0, 0), (0, max_length - 1)))
+        cache = _empty_cache(
+            batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
+            self.target_embedding.compute_dtype,
+        )
+        return ids, 1, cache, self.encode(encoder_ids)
+
+    def _decoding_step(self, ids, cache, index, context):
+        encoder_outputs, encoder_mask = context
+        return _cached_decoder_step(
+            self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index,
+            encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
+        )
+
+
+def transformer_seq2seq(
+    source_vocabulary_size,
+    target_vocabulary_size,
+    source_length,
+    target_length,
+    num_layers=2,
+    hidden_dim=256,
+    num_heads=4,
+    intermediate_dim=1024,
+    dropout=0.1,
+    norm_first=True,
+    positional="sinusoidal",
+):
+    """An encoder-decoder Transformer for translation-like tasks; see `TransformerSeq2Seq`."""
+    return TransformerSeq2Seq(
+        source_vocabulary_size,
+        target_vocabulary_size,
+        source_length,
+        target_length,
+        num_layers=num_layers,
+        hidden_dim=hidden_dim,
+        num_heads=num_heads,
+        intermediate_dim=intermediate_dim,
+        dropout=dropout,
+        norm_first=norm_first,
+        positional=positional,
+        name="transformer_seq2seq",
     )
