@@ -6,7 +6,7 @@ Runs unchanged on the TensorFlow, JAX and PyTorch backends (`KERAS_BACKEND`).
     ks.layers.MultiHeadAttention(num_heads=4, key_dim=32)
 """
 
-from keras_seq import layers, losses, metrics, models
+from keras_seq import decoding, layers, losses, metrics, models, schedules
 
 __version__ = "0.1.0"
-__all__ = ["layers", "losses", "metrics", "models"]
+__all__ = ["decoding", "layers", "losses", "metrics", "models", "schedules"]

@@ -1,13 +1,20 @@
 """Builders of functional `keras.Model`s for the sequence task shapes."""
 
 from keras_seq.models.recurrent import rnn_classifier, rnn_tagger
-from keras_seq.models.transformer import TransformerLM, TransformerSeq2Seq, transformer_lm, transformer_seq2seq
+from keras_seq.models.transformer import (
+    TransformerLM,
+    TransformerSeq2Seq,
+    transformer_classifier,
+    transformer_lm,
+    transformer_seq2seq,
+)
 
 __all__ = [
     "TransformerLM",
     "TransformerSeq2Seq",
     "rnn_classifier",
     "rnn_tagger",
+    "transformer_classifier",
     "transformer_lm",
     "transformer_seq2seq",
 ]

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_seq import _validation as v
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TokenAndPositionEmbedding
+from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_seq.models.generative import GenerativeModel
 
@@ -289,3 +290,41 @@ def transformer_seq2seq(
         positional=positional,
         name="transformer_seq2seq",
     )
+
+
+def transformer_classifier(
+    vocabulary_size,
+    num_classes,
+    sequence_length,
+    num_layers=2,
+    hidden_dim=256,
+    num_heads=4,
+    intermediate_dim=1024,
+    dropout=0.1,
+    pooling="mean",
+    norm_first=True,
+    positional="learned",
+):
+    """Encoder-only seq2vec: ids `(B, T)` -> class logits `(B, num_classes)`.
+
+    Token + position embedding, `num_layers` `TransformerEncoderBlock`s with padding
+    masks from id 0, then `pooling="mean"` over the real tokens or `"first"` (put a
+    `[CLS]`-style id first), and a linear layer. The logits are float32.
+    """
+    owner = "transformer_classifier"
+    _check_sizes(
+        owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, num_classes=num_classes,
+        sequence_length=sequence_length, num_layers=num_layers, intermediate_dim=intermediate_dim,
+    )
+    v.check_choice(owner, "pooling", pooling, ("mean", "first"))
+    v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    embedding = TokenAndPositionEmbedding(vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding")
+    h = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
+    blocks, final_norm = _stack(TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
+    for block in blocks:
+        h = block(h)
+    h = SequencePooling(pooling, name=f"{pooling}_pooling")(_normalized(final_norm, h))
+    h = keras.layers.Dropout(dropout, name="pooled_dropout")(h)
+    logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(h)
+    return keras.Model(token_ids, logits, name=owner)

@@ -77,3 +77,32 @@ def test_bad_arguments_raise_value_errors():
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.parametrize("pooling", ["mean", "first"])
+def test_classifier_learns_which_token_is_more_frequent(rng, pooling):
+    """Label: are there more 3s than 4s? The first position carries a [CLS]-style id 5."""
+    ids = rng.integers(3, 5, size=(800, 9)).astype("int32")
+    ids[:, 0] = 5
+    ids[::4, 7:] = 0
+    labels = ((ids == 3).sum(1) > (ids == 4).sum(1)).astype("int32")
+    model = ks.models.transformer_classifier(6, 2, 9, num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.0, pooling=pooling)
+    model.compile(keras.optimizers.Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(ids[:640], labels[:640], epochs=15, batch_size=32, verbose=0)
+    accuracy = np.mean(to_numpy(model.predict(ids[640:], verbose=0)).argmax(-1) == labels[640:])
+    assert accuracy > 0.9, accuracy
+
+
+def test_warmup_schedule_matches_vaswani_formula():
+    schedule = ks.schedules.InverseSquareRootWarmup(hidden_dim=512, warmup_steps=4000)
+    for step in (0, 99, 3999, 4000, 20000):
+        n = step + 1
+        expected = 512**-0.5 * min(n**-0.5, n * 4000**-1.5)
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-5)
+    clone = ks.schedules.InverseSquareRootWarmup.from_config(schedule.get_config())
+    assert clone.get_config() == schedule.get_config()
+    optimizer = keras.optimizers.Adam(schedule)
+    restored = keras.optimizers.Adam.from_config(optimizer.get_config())
+    assert float(restored.learning_rate) == pytest.approx(float(schedule(0)), rel=1e-5)
+    with pytest.raises(ValueError, match=r"InverseSquareRootWarmup.*warmup_steps"):
+        ks.schedules.InverseSquareRootWarmup(256, warmup_steps=0)
