@@ -196,19 +196,25 @@ def generate(
     num_return_sequences=1,
     seed=None,
 ):
-    """Decode `max_length` ids per input row; see `GenerativeModel.generate`."""
-    inputs = ops.convert_to_tensor(inputs)
-    check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences)
-    inputs = ops.cast(inputs, "int32")
+    """Decode `max_length` ids per input row; see `GenerativeModel.generate`.
+
+    `inputs` is an id tensor, or a dict of tensors (e.g. ids and a conditioning
+    vector) whose ids `model._input_ids(inputs)` picks out for the checks.
+    """
+    inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
+    ids = model._input_ids(inputs)
+    check_generate_arguments(model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences)
+    inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
     copies = num_beams if strategy == "beam" else num_return_sequences
-    batch = inputs.shape[0]
-    key = (strategy, float(temperature), k, float(p), copies, end_id, start_id, max_length, tuple(inputs.shape))
+    batch = ids.shape[0]
+    shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
+    key = (strategy, float(temperature), k, float(p), copies, end_id, start_id, max_length, shapes)
     compiled = model._compiled_decoders.get(key)
     if compiled is None:
 
         def decode(inputs, seed_tensor):
-            rows = ops.repeat(inputs, copies, axis=0) if copies > 1 else inputs
+            rows = keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), inputs) if copies > 1 else inputs
             ids, prompt_length, cache, context = model._decoding_start(rows, max_length, start_id)
             if strategy == "beam":
                 return _beam_loop(model, ids, cache, context, prompt_length, copies, end_id, model.decoding_vocabulary_size)

@@ -1,6 +1,6 @@
 """Builders of functional `keras.Model`s for the sequence task shapes."""
 
-from keras_seq.models.recurrent import rnn_classifier, rnn_tagger
+from keras_seq.models.recurrent import RNNLM, rnn_classifier, rnn_lm, rnn_tagger
 from keras_seq.models.transformer import (
     TransformerLM,
     TransformerSeq2Seq,
@@ -10,9 +10,11 @@ from keras_seq.models.transformer import (
 )
 
 __all__ = [
+    "RNNLM",
     "TransformerLM",
     "TransformerSeq2Seq",
     "rnn_classifier",
+    "rnn_lm",
     "rnn_tagger",
     "transformer_classifier",
     "transformer_lm",

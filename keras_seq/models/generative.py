@@ -72,6 +72,10 @@ class GenerativeModel(keras.Model):
             seed=seed,
         )
 
+    def _input_ids(self, inputs):
+        """The id tensor inside `generate`'s inputs (the inputs themselves by default)."""
+        return inputs
+
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, **self._config}
 

@@ -1,4 +1,4 @@
-"""Recurrent task models (seed 004): seq2vec classifier and aligned seq2seq tagger.
+"""Recurrent task models (seed 004): seq2vec classifier, aligned tagger, vec2seq LM.
 
 Each builder returns a functional `keras.Model` on integer ids `(B, T)` with 0 as
 padding; the mask from `Embedding(mask_zero=True)` flows through every recurrent
@@ -6,15 +6,17 @@ layer, so right-padded batches give the states of unpadded runs.
 """
 
 import keras
+from keras import ops
 
 from keras_seq import _validation as v
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
+from keras_seq.models.generative import GenerativeModel
 
 CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
 
 
-def recurrent_layer(cell, units, return_sequences=False, return_state=False, name=None):
+def recurrent_layer(cell, units, return_sequences=False, return_state=False, stateful=False, name=None):
     """The Keras recurrent layer for a `cell` name.
 
     * `rnn`: `keras.layers.SimpleRNN`, the Elman RNN of seed 000 eq. 3.1;
@@ -24,7 +26,7 @@ def recurrent_layer(cell, units, return_sequences=False, return_state=False, nam
     * `peephole_lstm`, `coupled_lstm`: `keras.layers.RNN` over this package's cells.
     """
     v.check_choice("recurrent_layer", "cell", cell, CELLS)
-    options = dict(return_sequences=return_sequences, return_state=return_state, name=name)
+    options = dict(return_sequences=return_sequences, return_state=return_state, stateful=stateful, name=name)
     if cell == "rnn":
         return keras.layers.SimpleRNN(units, **options)
     if cell == "gru":
@@ -107,3 +109,146 @@ def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="ls
     h = _encode(token_ids, vocabulary_size, embedding_dim, units, cell, bidirectional, num_layers, True)
     logits = keras.layers.Dense(num_tags, name="logits")(h)
     return keras.Model(token_ids, logits, name=builder)
+
+
+def state_count(cell):
+    """How many state tensors a cell carries: h for `rnn`/`gru`, h and C for the LSTMs."""
+    return 1 if cell in ("rnn", "gru") else 2
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class ConcatenateCondition(keras.layers.Layer):
+    """`[x_t; c]` at every step: a fixed vector `c (B, C)` joined to `x (B, T, E)`; keeps x's mask."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, x, condition):
+        repeated = ops.repeat(ops.expand_dims(ops.cast(condition, x.dtype), 1), ops.shape(x)[1], axis=1)
+        return ops.concatenate([x, repeated], axis=-1)
+
+    def compute_mask(self, x, mask=None):
+        return mask
+
+    def compute_output_shape(self, x_shape, condition_shape):
+        return (*x_shape[:-1], x_shape[-1] + condition_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class RNNLM(GenerativeModel):
+    """Recurrent next-token language model (seed 004, vec2seq; seed 001, forward pass).
+
+    `x_t = E y_{t-1}`, `h_t = f(h_{t-1}, x_t)` through `num_layers` stacked
+    recurrent layers, `o_t = W_ho h_t + b_o` (the logits). With `condition_dim`,
+    every step also sees a fixed vector x (e.g. image features for a caption model):
+    `h_t = phi(W_xh [x; y_{t-1}] + W_hh h_{t-1})` (seed 004), and the inputs are
+    `{"token_ids": (B, T), "condition": (B, condition_dim)}`.
+
+    `generate` carries the recurrent states as its cache `(B, layers, states, units)`:
+    each new token costs one cell step. With `stateful=True` (and a fixed
+    `batch_size`) the states carry over between batches, for truncated
+    backpropagation through time over consecutive windows (see
+    `keras_seq.data.tbptt_windows`).
+
+    Build it with `keras_seq.models.rnn_lm`.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=64,
+        units=256,
+        cell="lstm",
+        num_layers=1,
+        condition_dim=None,
+        stateful=False,
+        batch_size=None,
+        **kwargs,
+    ):
+        owner = "rnn_lm"
+        _check_common(owner, vocabulary_size, embedding_dim, units, cell, num_layers)
+        if condition_dim is not None:
+            v.check_positive_int(owner, "condition_dim", condition_dim)
+        if stateful:
+            v.check_positive_int(owner, "batch_size (needed when stateful)", batch_size)
+        embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, mask_zero=True, name="embedding")
+        layers = [
+            recurrent_layer(cell, units, return_sequences=True, stateful=stateful, name=f"{cell}_{index}")
+            for index in range(num_layers)
+        ]
+        head = keras.layers.Dense(vocabulary_size, dtype="float32", name="logits")
+        token_ids = keras.Input((None,), batch_size=batch_size, dtype="int32", name="token_ids")
+        inputs, h = token_ids, embedding(token_ids)
+        condition_layer = None
+        if condition_dim is not None:
+            condition = keras.Input((condition_dim,), batch_size=batch_size, name="condition")
+            condition_layer = ConcatenateCondition(name="concatenate_condition")
+            inputs, h = {"token_ids": token_ids, "condition": condition}, condition_layer(h, condition)
+        for layer in layers:
+            h = layer(h)
+        super().__init__(inputs, head(h), **kwargs)
+        self.embedding, self.recurrent_layers, self.head = embedding, layers, head
+        self.condition_layer = condition_layer
+        self._config = dict(
+            vocabulary_size=vocabulary_size,
+            embedding_dim=embedding_dim,
+            units=units,
+            cell=cell,
+            num_layers=num_layers,
+            condition_dim=condition_dim,
+            stateful=stateful,
+            batch_size=batch_size,
+        )
+
+    @property
+    def decoding_vocabulary_size(self):
+        return self._config["vocabulary_size"]
+
+    def _input_ids(self, inputs):
+        if self.condition_layer is None:
+            return inputs
+        if not isinstance(inputs, dict) or set(inputs) != {"token_ids", "condition"}:
+            v.fail("RNNLM.generate", "inputs", 'a dict with "token_ids" and "condition"', type(inputs).__name__)
+        return inputs["token_ids"]
+
+    def _decoding_start(self, inputs, max_length, start_id):
+        prompt = self._input_ids(inputs)
+        batch, prompt_length = prompt.shape
+        if prompt_length > max_length:
+            v.fail("RNNLM.generate", "inputs", f"a prompt of at most max_length={max_length} ids", f"{prompt_length} ids")
+        config = self._config
+        ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
+        states = (batch, config["num_layers"], state_count(config["cell"]), config["units"])
+        condition = None if self.condition_layer is None else inputs["condition"]
+        return ids, prompt_length, ops.zeros(states, self.embedding.compute_dtype), condition
+
+    def _decoding_step(self, ids, cache, index, condition):
+        x = self.embedding(ids)
+        if condition is not None:
+            x = self.condition_layer(x, condition)
+        layer_states = []
+        for layer_index, layer in enumerate(self.recurrent_layers):
+            states = [cache[:, layer_index, s] for s in range(cache.shape[2])]
+            outputs = []
+            for t in range(ids.shape[1]):  # the prompt once, then one step per token
+                output, states = layer.cell(x[:, t], states)
+                outputs.append(output)
+            x = ops.stack(outputs, axis=1)
+            layer_states.append(ops.stack(list(states), axis=1))
+        return self.head(x), ops.stack(layer_states, axis=1)
+
+
+def rnn_lm(vocabulary_size, embedding_dim=64, units=256, cell="lstm", num_layers=1, condition_dim=None, stateful=False, batch_size=None):
+    """A recurrent language model with cached `generate`; see `RNNLM`."""
+    return RNNLM(
+        vocabulary_size,
+        embedding_dim=embedding_dim,
+        units=units,
+        cell=cell,
+        num_layers=num_layers,
+        condition_dim=condition_dim,
+        stateful=stateful,
+        batch_size=batch_size,
+        name="rnn_lm",
+    )
