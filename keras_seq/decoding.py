@@ -1,7 +1,9 @@
 """Cached, static-shaped autoregressive decoding shared by every keras_seq generator.
 
 One implementation serves language models and seq2seq models, Transformer and RNN
-alike. A model supplies two things (see `GenerativeModel`):
+alike. A model supplies `decoding_vocabulary_size` (V of its logits),
+`input_vocabulary_size` and `_input_ids(inputs)` (the id tensor inside `inputs`, for
+the checks), and two steps (see `GenerativeModel`):
 
 * `_decoding_start(inputs, max_length)` -> `(ids, prompt_length, cache, context)`:
   the `(B, max_length)` id buffer with the prompt (or the start id) written in, the
@@ -178,7 +180,7 @@ def check_generate_arguments(model, inputs, max_length, strategy, temperature, k
         v.fail(owner, "num_beams", f"at most the vocabulary size {vocabulary_size}", num_beams)
     v.check_rank(owner, "inputs", inputs, 2)
     v.check_integer_ids(owner, "inputs", inputs)
-    v.check_ids_below(owner, "inputs", inputs, vocabulary_size)
+    v.check_ids_below(owner, "inputs", inputs, model.input_vocabulary_size)
 
 
 def generate(

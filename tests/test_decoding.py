@@ -20,9 +20,13 @@ class MarkovChain:
         transitions[:, 0] = 0.0  # id 0 is padding, never generated
         transitions /= transitions.sum(1, keepdims=True)
         self.log_table = np.log(transitions + 1e-12).astype("float32")
-        self.decoding_vocabulary_size = self.log_table.shape[0]
+        self.decoding_vocabulary_size = self.input_vocabulary_size = self.log_table.shape[0]
         self._compiled_decoders = {}
         self.variables = []
+
+    @staticmethod
+    def _input_ids(inputs):
+        return inputs
 
     def _decoding_start(self, prompt, max_length, start_id):
         batch, prompt_length = prompt.shape

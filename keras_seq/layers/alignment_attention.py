@@ -72,10 +72,6 @@ class _AlignmentAttention(keras.layers.Layer):
             context, weights = ops.squeeze(context, 1), ops.squeeze(weights, 1)
         return (context, weights) if return_attention_scores else context
 
-    def compute_output_shape(self, query_shape, keys_shape, values_shape=None):
-        values_shape = keys_shape if values_shape is None else values_shape
-        return (*query_shape[:-1], values_shape[-1])
-
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class BahdanauAttention(_AlignmentAttention):

@@ -229,9 +229,6 @@ class MultiHeadAttention(keras.layers.Layer):
         output = ops.einsum("bhqk,bkhd->bqhd", self.attention_dropout(weights, training=training), v_)
         return output, weights
 
-    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
-        return (*query_shape[:-1], self._output_shape or query_shape[-1])
-
     def get_config(self):
         return {
             **super().get_config(),

@@ -1,6 +1,6 @@
 """Builders of functional `keras.Model`s for the sequence task shapes."""
 
-from keras_seq.models.recurrent import RNNLM, rnn_classifier, rnn_lm, rnn_tagger
+from keras_seq.models.recurrent import RNNLM, RNNSeq2Seq, rnn_classifier, rnn_lm, rnn_seq2seq, rnn_tagger
 from keras_seq.models.transformer import (
     TransformerLM,
     TransformerSeq2Seq,
@@ -11,10 +11,12 @@ from keras_seq.models.transformer import (
 
 __all__ = [
     "RNNLM",
+    "RNNSeq2Seq",
     "TransformerLM",
     "TransformerSeq2Seq",
     "rnn_classifier",
     "rnn_lm",
+    "rnn_seq2seq",
     "rnn_tagger",
     "transformer_classifier",
     "transformer_lm",

@@ -72,6 +72,11 @@ class GenerativeModel(keras.Model):
             seed=seed,
         )
 
+    @property
+    def input_vocabulary_size(self):
+        """Bound of the ids `generate` takes: the prompt's (the target) vocabulary by default."""
+        return self.decoding_vocabulary_size
+
     def _input_ids(self, inputs):
         """The id tensor inside `generate`'s inputs (the inputs themselves by default)."""
         return inputs

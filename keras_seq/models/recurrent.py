@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
 from keras_seq.models.generative import GenerativeModel
@@ -114,6 +115,15 @@ def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="ls
 def state_count(cell):
     """How many state tensors a cell carries: h for `rnn`/`gru`, h and C for the LSTMs."""
     return 1 if cell in ("rnn", "gru") else 2
+
+
+def _step_cell(cell_layer, x, states):
+    """Run a recurrent layer's cell over the `n` steps of `x (B, n, D)` from `states`."""
+    outputs = []
+    for t in range(x.shape[1]):  # the prompt once, then one step per token
+        output, states = cell_layer.cell(x[:, t], states)
+        outputs.append(output)
+    return ops.stack(outputs, axis=1), list(states)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -229,13 +239,8 @@ class RNNLM(GenerativeModel):
             x = self.condition_layer(x, condition)
         layer_states = []
         for layer_index, layer in enumerate(self.recurrent_layers):
-            states = [cache[:, layer_index, s] for s in range(cache.shape[2])]
-            outputs = []
-            for t in range(ids.shape[1]):  # the prompt once, then one step per token
-                output, states = layer.cell(x[:, t], states)
-                outputs.append(output)
-            x = ops.stack(outputs, axis=1)
-            layer_states.append(ops.stack(list(states), axis=1))
+            x, states = _step_cell(layer, x, list(ops.unstack(cache[:, layer_index], axis=1)))
+            layer_states.append(ops.stack(states, axis=1))
         return self.head(x), ops.stack(layer_states, axis=1)
 
 
@@ -251,4 +256,155 @@ def rnn_lm(vocabulary_size, embedding_dim=64, units=256, cell="lstm", num_layers
         stateful=stateful,
         batch_size=batch_size,
         name="rnn_lm",
+    )
+
+
+ATTENTIONS = ("bahdanau", "luong", None)
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class RNNSeq2Seq(GenerativeModel):
+    """Attentional RNN encoder-decoder (seed 000 sec. 4.1, seed 002): unaligned seq2seq.
+
+    Inputs `{"encoder_inputs": (B, S), "decoder_inputs": (B, T)}` -> logits `(B, T, V)`.
+
+    * Encoder: embedding and a (bidirectional, eq. 4.1) recurrent layer giving the
+      annotations `h_j = [h_j->; h_j<-]`; its final states, joined and passed through
+      `tanh(W [fwd; bwd])`, start the decoder.
+    * Decoder: a recurrent layer over the target embeddings (teacher forcing), so
+      training runs the fused Keras RNN kernels. Each decoder state `s_i` queries the
+      annotations with `BahdanauAttention` (`e_ij = v^T tanh(W s_i + U h_j)`, eq.
+      4.5) or `LuongAttention("general")`; the context `c_i = sum_j alpha_ij h_j`
+      (eq. 4.3) and `s_i` give `tanh(W_c [c_i; s_i])`, then the logits (Luong et al.,
+      2015). The score thus uses the current state s_i where eq. 4.5 uses s_{i-1}:
+      the "attention after recurrence" arrangement that keeps the decoder a plain,
+      fused RNN. With `attention=None` the decoder sees the source only through its
+      initial state (the plain encoder-decoder of seed 002).
+
+    `generate(encoder_ids, max_length, start_id=1)` encodes once and steps the
+    decoder cell with its states as the cache. `attention_weights(inputs)` returns
+    the `(B, T, S)` weights for plotting (e.g. of a generated translation fed back).
+
+    Build it with `keras_seq.models.rnn_seq2seq`.
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=256,
+        units=256,
+        cell="gru",
+        attention="bahdanau",
+        bidirectional_encoder=True,
+        **kwargs,
+    ):
+        owner = "rnn_seq2seq"
+        _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
+        v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
+        v.check_choice(owner, "attention", attention, ATTENTIONS)
+        source_embedding = keras.layers.Embedding(source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding")
+        target_embedding = keras.layers.Embedding(target_vocabulary_size, embedding_dim, mask_zero=True, name="target_embedding")
+        encoder = recurrent_layer(cell, units, return_sequences=True, return_state=True, name="encoder")
+        if bidirectional_encoder:
+            encoder = keras.layers.Bidirectional(encoder, name="bidirectional_encoder")
+        count = state_count(cell)
+        bridges = [keras.layers.Dense(units, activation="tanh", name=f"bridge_{i}") for i in range(count)] if bidirectional_encoder else []
+        decoder = recurrent_layer(cell, units, return_sequences=True, name="decoder")
+        attention_layer = None
+        if attention == "bahdanau":
+            attention_layer = BahdanauAttention(units, name="attention")
+        elif attention == "luong":
+            attention_layer = LuongAttention("general", name="attention")
+        combine = keras.layers.Dense(units, activation="tanh", name="attentional_state") if attention else None
+        head = keras.layers.Dense(target_vocabulary_size, dtype="float32", name="logits")
+
+        encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
+        decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
+        annotations, *final_states = encoder(source_embedding(encoder_ids))
+        initial_states = self._bridge(bridges, final_states)
+        decoder_states = decoder(target_embedding(decoder_ids), initial_state=initial_states)
+        logits, weights = self._readout(attention_layer, combine, head, decoder_states, annotations, None)
+        inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
+        super().__init__(inputs, logits, **kwargs)
+
+        self.source_embedding, self.target_embedding, self.encoder, self.bridges = (
+            source_embedding, target_embedding, encoder, bridges,
+        )
+        self.decoder, self.attention_layer, self.combine, self.head = decoder, attention_layer, combine, head
+        self._weights_model = None if weights is None else keras.Model(inputs, weights)
+        self._config = dict(
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            embedding_dim=embedding_dim,
+            units=units,
+            cell=cell,
+            attention=attention,
+            bidirectional_encoder=bidirectional_encoder,
+        )
+
+    @staticmethod
+    def _bridge(bridges, final_states):
+        """Decoder initial states: `tanh(W [fwd; bwd])` per state for a bidirectional encoder."""
+        if not bridges:
+            return final_states
+        half = len(final_states) // 2
+        return [bridge(ops.concatenate([f, b], axis=-1)) for bridge, f, b in zip(bridges, final_states[:half], final_states[half:])]
+
+    @staticmethod
+    def _readout(attention_layer, combine, head, states, annotations, mask):
+        """Logits from decoder states, through attention when there is one (weights or None)."""
+        if attention_layer is None:
+            return head(states), None
+        context, weights = attention_layer(states, annotations, mask=mask, return_attention_scores=True)
+        return head(combine(ops.concatenate([context, states], axis=-1))), weights
+
+    @property
+    def decoding_vocabulary_size(self):
+        return self._config["target_vocabulary_size"]
+
+    @property
+    def input_vocabulary_size(self):
+        return self._config["source_vocabulary_size"]
+
+    def attention_weights(self, inputs):
+        """Attention weights `(B, T, S)` of the decoder inputs over the source (teacher forcing)."""
+        if self._weights_model is None:
+            v.fail("RNNSeq2Seq.attention_weights", "model", "attention='bahdanau' or 'luong'", "attention=None")
+        return self._weights_model(inputs)
+
+    def _decoding_start(self, encoder_ids, max_length, start_id):
+        batch = encoder_ids.shape[0]
+        mask = ops.not_equal(encoder_ids, 0)
+        annotations, *final_states = self.encoder(self.source_embedding(encoder_ids), mask=mask)
+        cache = ops.stack(self._bridge(self.bridges, final_states), axis=1)
+        ids = ops.pad(ops.full((batch, 1), start_id, "int32"), ((0, 0), (0, max_length - 1)))
+        return ids, 1, cache, (annotations, mask)
+
+    def _decoding_step(self, ids, cache, index, context):
+        annotations, mask = context
+        states, new_states = _step_cell(self.decoder, self.target_embedding(ids), list(ops.unstack(cache, axis=1)))
+        logits, _ = self._readout(self.attention_layer, self.combine, self.head, states, annotations, mask)
+        return logits, ops.stack(new_states, axis=1)
+
+
+def rnn_seq2seq(
+    source_vocabulary_size,
+    target_vocabulary_size,
+    embedding_dim=256,
+    units=256,
+    cell="gru",
+    attention="bahdanau",
+    bidirectional_encoder=True,
+):
+    """An attentional RNN encoder-decoder with cached `generate`; see `RNNSeq2Seq`."""
+    return RNNSeq2Seq(
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=embedding_dim,
+        units=units,
+        cell=cell,
+        attention=attention,
+        bidirectional_encoder=bidirectional_encoder,
+        name="rnn_seq2seq",
     )

@@ -235,6 +235,10 @@ class TransformerSeq2Seq(GenerativeModel):
     def decoding_vocabulary_size(self):
         return self._config["target_vocabulary_size"]
 
+    @property
+    def input_vocabulary_size(self):
+        return self._config["source_vocabulary_size"]
+
     def encode(self, encoder_ids):
         """Encoder outputs `(B, S, D)` and the source padding mask `(B, S)`."""
         mask = ops.not_equal(encoder_ids, 0)
