@@ -124,3 +124,58 @@ def test_bad_arguments_raise_value_errors():
         ks.layers.PeepholeLSTMCell(0)
     with pytest.raises(ValueError, match=r"CoupledLSTMCell.*units.*positive integer"):
         ks.layers.CoupledLSTMCell(2.5)
+
+
+def numpy_elman(x, kernel, recurrent, bias):
+    """Seed 000 eq. 3.1: h_t = tanh(W_h x_t + U_h h_{t-1} + b_h)."""
+    h = np.zeros((x.shape[0], recurrent.shape[0]))
+    outputs = []
+    for t in range(x.shape[1]):
+        h = np.tanh(x[:, t] @ kernel + h @ recurrent + bias)
+        outputs.append(h)
+    return np.stack(outputs, 1)
+
+
+def numpy_gru(x, kernel, recurrent, bias):
+    """Seed 000 eq. 3.3-3.6 (Keras stores the gates z, r, n side by side, biases b_i* and b_h*)."""
+    h = np.zeros((x.shape[0], recurrent.shape[0]))
+    b_input, b_hidden = bias
+    outputs = []
+    for t in range(x.shape[1]):
+        xz, xr, xn = split_gates(x[:, t] @ kernel + b_input, 3)
+        hz, hr, hn = split_gates(h @ recurrent + b_hidden, 3)
+        z = sigmoid(xz + hz)  # eq. 3.3
+        r = sigmoid(xr + hr)  # eq. 3.4
+        n = np.tanh(xn + r * hn)  # eq. 3.5: r multiplies (W_hn h + b_hn)
+        h = (1 - z) * n + z * h  # eq. 3.6
+        outputs.append(h)
+    return np.stack(outputs, 1)
+
+
+def numpy_lstm(x, kernel, recurrent, bias):
+    """Seed 001/002 LSTM: gates i, f, C~, o from [h_{t-1}, x_t]; C_t = f C_{t-1} + i C~; h = o tanh(C)."""
+    units = recurrent.shape[0]
+    h, c = np.zeros((x.shape[0], units)), np.zeros((x.shape[0], units))
+    outputs = []
+    for t in range(x.shape[1]):
+        z_i, z_f, z_c, z_o = split_gates(x[:, t] @ kernel + h @ recurrent + bias, 4)
+        c = sigmoid(z_f) * c + sigmoid(z_i) * np.tanh(z_c)
+        h = sigmoid(z_o) * np.tanh(c)
+        outputs.append(h)
+    return np.stack(outputs, 1)
+
+
+@pytest.mark.parametrize(
+    "name, reference",
+    [("rnn", numpy_elman), ("gru", numpy_gru), ("lstm", numpy_lstm)],
+)
+def test_keras_built_in_cells_compute_the_seed_equations(rng, name, reference):
+    """`recurrent_layer` maps `rnn`, `gru`, `lstm` onto Keras layers: check they are the seed's equations."""
+    from keras_seq.models.recurrent import recurrent_layer
+
+    x = rng.normal(size=(3, 6, 4)).astype("float32")
+    layer = recurrent_layer(name, 5, return_sequences=True)
+    layer(x)
+    randomize(layer, rng)
+    kernel, recurrent, bias = (to_numpy(w).astype("float64") for w in layer.weights)
+    assert_close(layer(x), reference(x.astype("float64"), kernel, recurrent, bias), atol=1e-5)
