@@ -1,7 +1,9 @@
 """The `generate` method shared by every keras_seq language model and seq2seq model."""
 
 import keras
+from keras import ops
 
+from keras_seq import _validation as v
 from keras_seq import decoding
 
 
@@ -80,6 +82,13 @@ class GenerativeModel(keras.Model):
     def _input_ids(self, inputs):
         """The id tensor inside `generate`'s inputs (the inputs themselves by default)."""
         return inputs
+
+    def _id_buffer(self, prefix, max_length):
+        """`(B, max_length)` ids starting with `prefix` (a prompt, or the start id), zeros after."""
+        prefix_length = prefix.shape[1]
+        if prefix_length > max_length:
+            v.fail(f"{type(self).__name__}.generate", "inputs", f"a prompt of at most max_length={max_length} ids", f"{prefix_length} ids")
+        return ops.pad(prefix, ((0, 0), (0, max_length - prefix_length))), prefix_length
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, **self._config}

@@ -224,12 +224,9 @@ class RNNLM(GenerativeModel):
 
     def _decoding_start(self, inputs, max_length, start_id):
         prompt = self._input_ids(inputs)
-        batch, prompt_length = prompt.shape
-        if prompt_length > max_length:
-            v.fail("RNNLM.generate", "inputs", f"a prompt of at most max_length={max_length} ids", f"{prompt_length} ids")
+        ids, prompt_length = self._id_buffer(prompt, max_length)
         config = self._config
-        ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
-        states = (batch, config["num_layers"], state_count(config["cell"]), config["units"])
+        states = (prompt.shape[0], config["num_layers"], state_count(config["cell"]), config["units"])
         condition = None if self.condition_layer is None else inputs["condition"]
         return ids, prompt_length, ops.zeros(states, self.embedding.compute_dtype), condition
 
@@ -374,11 +371,10 @@ class RNNSeq2Seq(GenerativeModel):
         return self._weights_model(inputs)
 
     def _decoding_start(self, encoder_ids, max_length, start_id):
-        batch = encoder_ids.shape[0]
         mask = ops.not_equal(encoder_ids, 0)
         annotations, *final_states = self.encoder(self.source_embedding(encoder_ids), mask=mask)
         cache = ops.stack(self._bridge(self.bridges, final_states), axis=1)
-        ids = ops.pad(ops.full((batch, 1), start_id, "int32"), ((0, 0), (0, max_length - 1)))
+        ids, _ = self._id_buffer(ops.full((encoder_ids.shape[0], 1), start_id, "int32"), max_length)
         return ids, 1, cache, (annotations, mask)
 
     def _decoding_step(self, ids, cache, index, context):

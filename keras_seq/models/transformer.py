@@ -113,12 +113,9 @@ class TransformerLM(GenerativeModel):
 
     def _decoding_start(self, prompt, max_length, start_id):
         config = self._config
-        batch, prompt_length = prompt.shape
-        owner = "TransformerLM.generate"
-        if prompt_length > max_length:
-            v.fail(owner, "inputs", f"a prompt of at most max_length={max_length} ids", f"{prompt_length} ids")
-        _check_decoding_length(owner, max_length, config["sequence_length"])
-        ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
+        ids, prompt_length = self._id_buffer(prompt, max_length)
+        _check_decoding_length("TransformerLM.generate", max_length, config["sequence_length"])
+        batch = prompt.shape[0]
         cache = _empty_cache(
             batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
             self.token_embedding.compute_dtype,
@@ -251,7 +248,7 @@ class TransformerSeq2Seq(GenerativeModel):
         config = self._config
         _check_decoding_length("TransformerSeq2Seq.generate", max_length, config["target_length"])
         batch = encoder_ids.shape[0]
-        ids = ops.pad(ops.full((batch, 1), start_id, "int32"), ((0, 0), (0, max_length - 1)))
+        ids, _ = self._id_buffer(ops.full((batch, 1), start_id, "int32"), max_length)
         cache = _empty_cache(
             batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
             self.target_embedding.compute_dtype,
