@@ -32,10 +32,18 @@ def gnmt_length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
-def _forbid_padding(logits):
-    """Id 0 is padding for every keras_seq model: never generate it (a model fed its own
-    output would then mask that position out, and cached and uncached decoding would part)."""
-    return ops.where(ops.arange(ops.shape(logits)[-1]) == 0, _NEG_INF, ops.cast(logits, "float32"))
+def _mask_forbidden(logits, step, end_id, min_length):
+    """float32 logits without the ids that may not come at position `step`.
+
+    Id 0 is padding for every keras_seq model: never generate it (a model fed its own
+    output would then mask that position out, and cached and uncached decoding would
+    part). `end_id` may not come before position `min_length`.
+    """
+    ids = ops.arange(ops.shape(logits)[-1])
+    forbidden = ids == 0
+    if end_id is not None and min_length > 0:
+        forbidden = ops.logical_or(forbidden, ops.logical_and(ids == end_id, step < min_length))
+    return ops.where(forbidden, _NEG_INF, ops.cast(logits, "float32"))
 
 
 def _gumbel_argmax(logits, seed, step):
@@ -75,13 +83,13 @@ def _token_chooser(strategy, temperature, k, p, seed):
     return choose
 
 
-def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id):
+def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length):
     """Greedy/sampling decoding: returns the filled ids and each sequence's log-probability."""
-    batch, max_length = ids.shape
+    batch, max_length = ops.shape(ids)
     logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
 
     def body(step, ids, cache, logits, done, score):
-        logits = _forbid_padding(logits)
+        logits = _mask_forbidden(logits, step, end_id, min_length)
         token = ops.cast(choose(logits, step), "int32")
         token = ops.where(done, 0, token)  # padding after a sequence ended
         log_probs = ops.log_softmax(logits, axis=-1)
@@ -108,21 +116,21 @@ def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id):
     return ids, score
 
 
-def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, vocabulary_size):
+def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min_length, vocabulary_size):
     """Beam search over `num_beams` hypotheses per sequence (rows of `ids` come in beam groups).
 
     A finished beam (its last token was `end_id`) can only be extended by padding at
     no cost, so it stops growing and keeps its score while competing with the rest.
     Returns ids `(B*K, L)`, summed log-probabilities `(B, K)` and lengths `(B, K)`.
     """
-    rows, max_length = ids.shape
+    rows, max_length = ops.shape(ids)
     batch = rows // num_beams
     logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
     pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
     batch_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
 
     def body(step, ids, cache, logits, scores, done, lengths):
-        log_probs = ops.reshape(ops.log_softmax(_forbid_padding(logits), axis=-1), (batch, num_beams, -1))
+        log_probs = ops.reshape(ops.log_softmax(_mask_forbidden(logits, step, end_id, min_length), axis=-1), (batch, num_beams, -1))
         log_probs = ops.where(done[..., None], pad_only, log_probs)
         candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
         scores, flat = ops.top_k(candidates, num_beams, sorted=True)
@@ -158,10 +166,12 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, voc
     return ids, scores, lengths
 
 
-def check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences):
+def check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences, min_length=0):
     owner = f"{type(model).__name__}.generate"
     v.check_choice(owner, "strategy", strategy, STRATEGIES)
     v.check_positive_int(owner, "max_length", max_length)
+    if isinstance(min_length, bool) or not isinstance(min_length, int) or not 0 <= min_length <= max_length:
+        v.fail(owner, "min_length", f"an integer in [0, max_length={max_length}]", repr(min_length))
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
         v.fail(owner, "temperature", "a number > 0", repr(temperature))
     v.check_positive_int(owner, "k", k)
@@ -183,6 +193,46 @@ def check_generate_arguments(model, inputs, max_length, strategy, temperature, k
     v.check_ids_below(owner, "inputs", inputs, model.input_vocabulary_size)
 
 
+def decode(
+    model,
+    inputs,
+    seed,
+    max_length,
+    strategy="greedy",
+    temperature=1.0,
+    k=50,
+    p=0.9,
+    num_beams=4,
+    length_penalty=0.6,
+    end_id=None,
+    start_id=1,
+    num_return_sequences=1,
+    min_length=0,
+):
+    """The decoding itself, as tensor operations: ids `(B, n, max_length)` and scores `(B, n)`.
+
+    `generate` checks the arguments, compiles this once per setting and calls it; it
+    is public for use inside another traced function, e.g. a SavedModel signature
+    (`keras_seq.export`). `seed` is an int32 scalar (a Python int on torch); `inputs`
+    must hold int32 ids.
+    """
+    ids = model._input_ids(inputs)
+    batch = ops.shape(ids)[0]
+    copies = num_beams if strategy == "beam" else num_return_sequences
+    rows = keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), inputs) if copies > 1 else inputs
+    ids, prompt_length, cache, context = model._decoding_start(rows, max_length, start_id)
+    if strategy != "beam":
+        choose = _token_chooser(strategy, temperature, k, p, seed)
+        ids, scores = _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length)
+        return ops.reshape(ids, (batch, copies, max_length)), ops.reshape(scores, (batch, copies))
+    vocabulary_size = model.decoding_vocabulary_size
+    ids, scores, lengths = _beam_loop(model, ids, cache, context, prompt_length, copies, end_id, min_length, vocabulary_size)
+    scores = scores / gnmt_length_penalty(lengths, length_penalty)
+    order = ops.argsort(-scores, axis=-1)[:, :num_return_sequences]
+    ids = ops.reshape(ids, (batch, copies, max_length))
+    return ops.take_along_axis(ids, order[..., None], axis=1), ops.take_along_axis(scores, order, axis=1)
+
+
 def generate(
     model,
     inputs,
@@ -197,6 +247,7 @@ def generate(
     start_id=1,
     num_return_sequences=1,
     seed=None,
+    min_length=0,
 ):
     """Decode `max_length` ids per input row; see `GenerativeModel.generate`.
 
@@ -205,39 +256,30 @@ def generate(
     """
     inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
     ids = model._input_ids(inputs)
-    check_generate_arguments(model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences)
+    check_generate_arguments(model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences, min_length)
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
-    copies = num_beams if strategy == "beam" else num_return_sequences
-    batch = ids.shape[0]
+    settings = dict(
+        max_length=max_length,
+        strategy=strategy,
+        temperature=float(temperature),
+        k=k,
+        p=float(p),
+        num_beams=num_beams,
+        length_penalty=float(length_penalty),
+        end_id=end_id,
+        start_id=start_id,
+        num_return_sequences=num_return_sequences,
+        min_length=min_length,
+    )
     shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
-    key = (strategy, float(temperature), k, float(p), copies, end_id, start_id, max_length, shapes)
+    key = (tuple(sorted(settings.items())), shapes)
     compiled = model._compiled_decoders.get(key)
     if compiled is None:
-
-        def decode(inputs, seed_tensor):
-            rows = keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), inputs) if copies > 1 else inputs
-            ids, prompt_length, cache, context = model._decoding_start(rows, max_length, start_id)
-            if strategy == "beam":
-                return _beam_loop(model, ids, cache, context, prompt_length, copies, end_id, model.decoding_vocabulary_size)
-            choose = _token_chooser(strategy, temperature, k, p, seed_tensor)
-            return _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id)
-
-        compiled = _backend.compile_for_inference(model, decode)
+        compiled = _backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
         model._compiled_decoders[key] = compiled
     seed_tensor = seed if keras.backend.backend() == "torch" else ops.convert_to_tensor(seed, "int32")
-    outputs = compiled(inputs, seed_tensor)
-    if strategy == "beam":
-        ids, scores, lengths = outputs
-        scores = scores / gnmt_length_penalty(lengths, length_penalty)
-        order = ops.argsort(-scores, axis=-1)[:, :num_return_sequences]
-        scores = ops.take_along_axis(scores, order, axis=1)
-        ids = ops.reshape(ids, (batch, copies, max_length))
-        ids = ops.take_along_axis(ids, order[..., None], axis=1)
-    else:
-        ids, scores = outputs
-        ids = ops.reshape(ids, (batch, copies, max_length))
-        scores = ops.reshape(scores, (batch, copies))
+    ids, scores = compiled(inputs, seed_tensor)
     if num_return_sequences == 1:
         return ids[:, 0]
     return ids, scores

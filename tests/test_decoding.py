@@ -100,6 +100,16 @@ def test_finished_sequences_are_padded_and_keep_their_score():
             assert np.all(row[end + 1 :] == 0)
 
 
+def test_min_length_holds_back_the_end_id_until_that_position():
+    # END is by far the likeliest next token everywhere; min_length pushes it to position 4.
+    model = chain({START: {END: 0.9, A: 0.1}, A: {END: 0.9, B: 0.1}, B: {END: 0.9, A: 0.1}})
+    for strategy in ("greedy", "beam"):
+        free = run(model, [[START]], 7, end_id=END, strategy=strategy, num_beams=2)
+        held = run(model, [[START]], 7, end_id=END, strategy=strategy, num_beams=2, min_length=4)
+        np.testing.assert_array_equal(free, [[START, END, 0, 0, 0, 0, 0]])
+        np.testing.assert_array_equal(held, [[START, A, B, A, END, 0, 0]])
+
+
 PROBS = np.array([0.0, 0.05, 0.1, 0.15, 0.2, 0.5])  # id 0 (padding) is never drawn
 
 
@@ -181,6 +191,7 @@ def test_bad_arguments_raise_value_errors():
         (dict(max_length=6, strategy="top_k", k=0), r"k.*positive integer"),
         (dict(max_length=6, strategy="sample", temperature=-1.0), r"temperature.*> 0"),
         (dict(max_length=6, end_id=20), r"end_id.*\[0, 20\)"),
+        (dict(max_length=6, min_length=7), r"min_length.*\[0, max_length=6\]"),
         (dict(max_length=6, strategy="nucleus"), r"strategy.*'greedy'"),
         (dict(max_length=6, strategy="beam", num_beams=2, num_return_sequences=3), r"num_return_sequences.*num_beams=2"),
     ]

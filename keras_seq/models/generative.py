@@ -34,6 +34,7 @@ class GenerativeModel(keras.Model):
         start_id=1,
         num_return_sequences=1,
         seed=None,
+        min_length=0,
     ):
         """Decode up to `max_length` ids per row of `inputs`, one cached step per token.
 
@@ -48,6 +49,8 @@ class GenerativeModel(keras.Model):
             end_id: an id that ends a sequence; later positions are 0 (padding).
             num_return_sequences: samples (or best beams) per input row.
             seed: makes sampling repeatable (same ids on every call).
+            min_length: `end_id` is not generated before this position (the
+                prompt or start id counts), so no sequence ends shorter.
 
         Returns:
             int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
@@ -72,6 +75,7 @@ class GenerativeModel(keras.Model):
             start_id=start_id,
             num_return_sequences=num_return_sequences,
             seed=seed,
+            min_length=min_length,
         )
 
     @property

@@ -1,0 +1,134 @@
+"""Readers for the recipes' three data paths: the user's files, TensorFlow Datasets, and
+the embedded defaults. Each returns plain Python lists, which `keras_seq.data.pipeline`
+turns into one `tf.data` pipeline whatever their origin.
+
+File formats (UTF-8): translate `source<TAB>target`, classify `label<TAB>text`, lm plain
+text, tag `token<TAB>tag` lines with a blank line between sequences.
+"""
+
+import os
+
+
+def _lines(path):
+    if not os.path.isfile(path):
+        raise ValueError(f"data file {path!r}: expected an existing file, got no such file.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start}.") from None
+
+
+def _two_columns(path, names):
+    rows = []
+    for number, line in enumerate(_lines(path), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+            raise ValueError(
+                f"data file {path!r} line {number}: expected `{names[0]}<TAB>{names[1]}` with both non-empty, "
+                f"got {line[:80]!r}."
+            )
+        rows.append((fields[0].strip(), fields[1].strip()))
+    if not rows:
+        raise ValueError(f"data file {path!r}: expected `{names[0]}<TAB>{names[1]}` lines, got no example.")
+    return rows
+
+
+def read_parallel_tsv(path):
+    """`[(source, target), ...]` from `source<TAB>target` lines (blank lines skipped)."""
+    return _two_columns(path, ("source", "target"))
+
+
+def read_labelled_tsv(path):
+    """`[(label, text), ...]` from `label<TAB>text` lines (blank lines skipped)."""
+    return _two_columns(path, ("label", "text"))
+
+
+def read_text(path):
+    """The whole file as one string; an empty file is an error."""
+    text = "\n".join(_lines(path))
+    if not text.strip():
+        raise ValueError(f"data file {path!r}: expected text, got an empty file.")
+    return text
+
+
+def read_tagged(path):
+    """`[[(token, tag), ...], ...]` from `token<TAB>tag` lines, sequences separated by blank lines."""
+    sequences, current = [], []
+    for number, line in enumerate(_lines(path) + [""], 1):
+        if not line.strip():
+            if current:
+                sequences.append(current)
+            current = []
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2 or not fields[0] or not fields[1].strip():
+            raise ValueError(f"data file {path!r} line {number}: expected `token<TAB>tag`, got {line[:80]!r}.")
+        current.append((fields[0], fields[1].strip()))
+    if not sequences:
+        raise ValueError(f"data file {path!r}: expected `token<TAB>tag` lines, got no sequence.")
+    return sequences
+
+
+TFDS_VALID_SPLITS = ("validation", "valid", "dev", "test")
+_TAG_FEATURES = ("upos", "pos", "pos_tags", "tags", "ner_tags", "ner")
+_TOKEN_FEATURES = ("tokens", "words", "token")
+
+
+def _decode(value):
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def tfds_splits(name, task, data_dir=None, download=True):
+    """`(train, valid, info)` examples of a TensorFlow Datasets set, in the shape of the file readers.
+
+    `task` picks the fields: `translate` the supervised (source, target) pair,
+    `classify` (label name, text), `lm` the text, `tag` a token sequence and its tags
+    (`upos`, `pos_tags`, `ner_tags`, ...). The valid split is the first of
+    validation, valid, dev, test that the set has.
+    """
+    import tensorflow_datasets as tfds
+
+    builder = tfds.builder(name, data_dir=data_dir)
+    if download:
+        builder.download_and_prepare()
+    splits = builder.info.splits
+    valid_split = next((s for s in TFDS_VALID_SPLITS if s in splits), None)
+    if "train" not in splits or valid_split is None:
+        raise ValueError(f"--tfds {name}: expected a train split and one of {TFDS_VALID_SPLITS}, got {sorted(splits)}.")
+    return _tfds_examples(builder, "train", task), _tfds_examples(builder, valid_split, task), builder.info
+
+
+def _tfds_examples(builder, split, task):
+    import tensorflow_datasets as tfds
+
+    info = builder.info
+    supervised = task in ("translate", "classify")
+    if supervised and info.supervised_keys is None:
+        raise ValueError(f"--tfds {info.name}: expected supervised keys for the {task} recipe, got none.")
+    dataset = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=supervised))
+    if task == "translate":
+        return [(_decode(source), _decode(target)) for source, target in dataset]
+    if task == "classify":
+        label_feature = info.features[info.supervised_keys[1]]
+        names = getattr(label_feature, "names", None)
+        return [((names[int(label)] if names else _decode(label)), _decode(text)) for text, label in dataset]
+    if task == "lm":
+        key = next((k for k, f in info.features.items() if "Text" in type(f).__name__), None)
+        if key is None:
+            raise ValueError(f"--tfds {info.name}: expected a text feature for the lm recipe, got {list(info.features)}.")
+        return "\n".join(_decode(example[key]) for example in dataset)
+    token_key = next((k for k in _TOKEN_FEATURES if k in info.features), None)
+    tag_key = next((k for k in _TAG_FEATURES if k in info.features), None)
+    if token_key is None or tag_key is None:
+        raise ValueError(
+            f"--tfds {info.name}: expected token and tag sequence features ({_TOKEN_FEATURES} and {_TAG_FEATURES}) "
+            f"for the tag recipe, got {list(info.features)}."
+        )
+    names = getattr(getattr(info.features[tag_key], "feature", None), "names", None)
+    return [
+        [(_decode(token), names[int(tag)] if names else _decode(tag)) for token, tag in zip(example[token_key], example[tag_key])]
+        for example in dataset
+    ]

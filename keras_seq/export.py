@@ -1,0 +1,122 @@
+"""String-in, string-out TensorFlow SavedModels of trained keras_seq models.
+
+A SavedModel written here holds the model's weights, the vocabularies as lookup
+tables, the tokenization (`keras_seq.data.text`, TensorFlow string ops) and, for a
+translator, beam search (`keras_seq.decoding.decode`) inside the graph, so it
+serves raw strings with TensorFlow alone, without keras_seq or Keras installed:
+
+    translator = tf.saved_model.load("run/export")
+    translator.translate(tf.constant(["I see the cat."]))  # -> [b"Je vois le chat."]
+
+Writing one needs the TensorFlow backend; `export_run` starts a TensorFlow-backend
+process when the model was trained on JAX or PyTorch (`.keras` files load on any
+backend), so export works whatever backend trained the model.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+
+from keras_seq import _validation as v
+
+RUN_CONFIG = "export_config.json"
+
+
+def _require_tensorflow_backend(owner):
+    if keras.backend.backend() != "tensorflow":
+        v.fail(owner, "backend", "the TensorFlow backend (or use export_run, which starts one)", keras.backend.backend())
+
+
+def export_translator(model, source_vocabulary, target_vocabulary, path, source_length, max_length, num_beams=4, length_penalty=0.6):
+    """Write a SavedModel whose `translate(strings (B,)) -> strings (B,)` runs beam search.
+
+    Sources are tokenized with `source_vocabulary`, cut to `source_length` ids and
+    right-padded to it (a fixed width, so results do not depend on the batch);
+    translations of at most `max_length` ids (start id included) are decoded with
+    `num_beams` beams and the GNMT length penalty, and joined back into text.
+    """
+    import tensorflow as tf
+
+    from keras_seq import decoding
+    from keras_seq.data import text
+
+    _require_tensorflow_backend("export_translator")
+    module = tf.Module()
+    module.model = model
+    module.source_table = source_vocabulary.lookup_table()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def translate(sentences):
+        ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length]
+        ids = ids.to_tensor(shape=[None, source_length])
+        best, _ = decoding.decode(
+            module.model, ids, tf.constant(0), max_length, strategy="beam", num_beams=num_beams,
+            length_penalty=length_penalty, end_id=text.END, start_id=text.START,
+        )
+        return target_vocabulary.decode(best[:, 0])
+
+    module.translate = translate
+    tf.saved_model.save(module, path, signatures={"translate": translate, "serving_default": translate})
+
+
+def export_classifier(model, vocabulary, labels, path, sequence_length):
+    """Write a SavedModel whose `classify(strings (B,))` returns `{"label": (B,) strings, "probabilities": (B, C)}`."""
+    import tensorflow as tf
+
+    _require_tensorflow_backend("export_classifier")
+    module = tf.Module()
+    module.model = model
+    module.table = vocabulary.lookup_table()
+    label_names = tf.constant(list(labels))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    def classify(texts):
+        ids = vocabulary.encode(texts, table=module.table)[:, :sequence_length].to_tensor(shape=[None, sequence_length])
+        probabilities = tf.nn.softmax(tf.cast(module.model(ids, training=False), tf.float32), axis=-1)
+        return {"label": tf.gather(label_names, tf.argmax(probabilities, axis=-1)), "probabilities": probabilities}
+
+    module.classify = classify
+    tf.saved_model.save(module, path, signatures={"classify": classify, "serving_default": classify})
+
+
+def write_run_config(directory, kind, vocabularies, **settings):
+    """Record what `export_run` needs next to a run's `model.keras` (kind: `translate` or `classify`)."""
+    v.check_choice("write_run_config", "kind", kind, ("translate", "classify"))
+    config = {"kind": kind, "vocabularies": {name: vocab.get_config() for name, vocab in vocabularies.items()}, **settings}
+    with open(os.path.join(directory, RUN_CONFIG), "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False)
+
+
+def export_run(directory):
+    """Export `directory/model.keras` to `directory/export` as `write_run_config` describes.
+
+    Runs here on the TensorFlow backend, else in a TensorFlow-backend subprocess.
+    """
+    if keras.backend.backend() != "tensorflow":
+        environment = dict(os.environ, KERAS_BACKEND="tensorflow")
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_seq.export", directory], env=environment, capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"export_run: the TensorFlow-backend export of {directory} failed:\n{result.stderr[-3000:]}")
+        return
+    from keras_seq.data.text import Vocabulary
+
+    with open(os.path.join(directory, RUN_CONFIG), encoding="utf-8") as f:
+        config = json.load(f)
+    vocabularies = {name: Vocabulary(**vocab) for name, vocab in config.pop("vocabularies").items()}
+    model = keras.saving.load_model(os.path.join(directory, "model.keras"), compile=False)
+    path = os.path.join(directory, "export")
+    if config.pop("kind") == "translate":
+        export_translator(model, vocabularies["source"], vocabularies["target"], path, **config)
+    else:
+        export_classifier(model, vocabularies["text"], path=path, **config)
+
+
+if __name__ == "__main__":
+    import keras_seq  # noqa: F401  (registers the layers and models that model.keras names)
+
+    export_run(sys.argv[1])

@@ -1,0 +1,340 @@
+"""Corpus-level chrF and chrF++, numerically identical to sacreBLEU.
+
+chrF (Popović, 2015) is the character n-gram F-score of a translation: for
+every order n = 1..N it counts the character n-grams that the hypothesis
+shares with the reference (clipped counts, as in BLEU), and it combines the
+averaged precision and recall with an F-beta mean that weighs recall beta
+times as much as precision. chrF++ (Popović, 2017) adds word unigrams and
+bigrams to the same average. Being character based, it needs no tokenizer
+and gives partial credit to inflected or compounded words.
+
+This module reproduces sacreBLEU's `CHRF` metric (the reference
+implementation used in WMT reports): whitespace is removed before the
+character n-grams are extracted, orders that have no n-grams on either side
+are left out of the averages ("effective order"), and with several
+references each segment uses the reference that gives it the best F-score.
+
+The implementation uses only the Python standard library, so it can be
+imported (e.g. by an evaluation callback or a data-loading worker) without
+pulling in TensorFlow, Keras or NumPy.
+"""
+
+import collections
+import numbers
+
+__all__ = ["corpus_chrf"]
+
+# sacreBLEU's chrF++ word splitter peels one ASCII punctuation character
+# (Python's string.punctuation) off the end, or else the start, of a word.
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+# Stand-in for zero in the epsilon-smoothed variant, as in chrF++.py, Moses
+# and NLTK (and sacreBLEU with eps_smoothing=True).
+_EPS = 1e-16
+
+# ---------------------------------------------------------------------------
+# Input validation.
+# ---------------------------------------------------------------------------
+
+
+def _describe(value):
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _as_string_list(value, name):
+    """Materializes a sequence of strings, rejecting a bare string."""
+    if isinstance(value, (str, bytes)):
+        # A bare string is iterable, but scoring its characters as separate
+        # segments is never what the caller meant.
+        raise ValueError(
+            f"corpus_chrf: {name} must be a sequence of strings, got a bare "
+            f"{_describe(value)}; wrap a single segment in a list."
+        )
+    try:
+        items = list(value)
+    except TypeError:
+        raise ValueError(
+            f"corpus_chrf: {name} must be a sequence of strings, got "
+            f"{_describe(value)}."
+        ) from None
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise ValueError(
+                f"corpus_chrf: {name}[{index}] must be a str, got "
+                f"{_describe(item)}."
+            )
+    return items
+
+
+def _reference_streams(references, num_hypotheses):
+    """Normalizes `references` to a list of streams, one str per hypothesis."""
+    if isinstance(references, (str, bytes)):
+        raise ValueError(
+            "corpus_chrf: references must be a list of strings (one per "
+            "hypothesis) or a list of reference streams, got a bare "
+            f"{_describe(references)}."
+        )
+    try:
+        entries = list(references)
+    except TypeError:
+        raise ValueError(
+            "corpus_chrf: references must be a list of strings (one per "
+            "hypothesis) or a list of reference streams, got "
+            f"{_describe(references)}."
+        ) from None
+
+    # The first entry decides the layout: a str means a flat list (a single
+    # reference stream), anything else a list of reference streams.
+    if not entries or isinstance(entries[0], str):
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, str):
+                raise ValueError(
+                    f"corpus_chrf: references[{index}] must be a str like "
+                    f"references[0] in a flat reference list, got "
+                    f"{_describe(entry)}."
+                )
+        named_streams = [("references", entries)]
+    else:
+        named_streams = [
+            (f"references[{index}]",
+             _as_string_list(stream, f"references[{index}]"))
+            for index, stream in enumerate(entries)
+        ]
+
+    for name, stream in named_streams:
+        if len(stream) != num_hypotheses:
+            raise ValueError(
+                f"corpus_chrf: {name} has {len(stream)} "
+                f"segment{'' if len(stream) == 1 else 's'} but hypotheses "
+                f"has {num_hypotheses}; expected exactly one "
+                "reference segment per hypothesis."
+            )
+    return [stream for _, stream in named_streams]
+
+
+def _check_order(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(
+            f"corpus_chrf: {name} must be a non-negative int, got "
+            f"{_describe(value)}."
+        )
+    return int(value)
+
+
+def _check_beta(beta):
+    if (isinstance(beta, bool) or not isinstance(beta, numbers.Real)
+            or not beta >= 0 or beta == float("inf")):
+        raise ValueError(
+            "corpus_chrf: beta must be a finite non-negative number (recall "
+            f"weighs beta times as much as precision), got {_describe(beta)}."
+        )
+    return beta
+
+
+# ---------------------------------------------------------------------------
+# N-gram extraction.
+# ---------------------------------------------------------------------------
+
+
+def _split_words(segment):
+    """chrF++'s word splitter: whitespace, then one punctuation mark off.
+
+    A word longer than one character loses a final punctuation mark, or else
+    an initial one, as a separate token: "said," -> "said", ","; "(hi)" ->
+    "(hi", ")" (only one mark is split off, as in sacreBLEU and chrF++.py).
+    """
+    words = []
+    for word in segment.split():
+        if len(word) == 1:
+            words.append(word)
+        elif word[-1] in _PUNCTUATION:
+            words += [word[:-1], word[-1]]
+        elif word[0] in _PUNCTUATION:
+            words += [word[0], word[1:]]
+        else:
+            words.append(word)
+    return words
+
+
+def _ngram_counters(segment, char_order, word_order, whitespace):
+    """One Counter per order: char orders 1..char_order, then word orders."""
+    chars = segment if whitespace else "".join(segment.split())
+    counters = [
+        collections.Counter(chars[i:i + n] for i in range(len(chars) - n + 1))
+        for n in range(1, char_order + 1)
+    ]
+    if word_order > 0:
+        words = _split_words(segment)
+        counters += [
+            collections.Counter(
+                tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+            for n in range(1, word_order + 1)
+        ]
+    return counters
+
+
+# ---------------------------------------------------------------------------
+# Statistics and score.
+# ---------------------------------------------------------------------------
+
+
+def _match_statistics(hyp_counts, ref_counts):
+    """Returns [hypothesis n-grams, reference n-grams, matched n-grams]."""
+    hyp_total = matches = 0
+    for ngram, count in hyp_counts.items():
+        hyp_total += count
+        if ngram in ref_counts:
+            matches += min(count, ref_counts[ngram])
+    # As in sacreBLEU, hypothesis n-grams are not counted for an order in
+    # which the reference has none, so that order drops out of the averages.
+    return [hyp_total if ref_counts else 0, sum(ref_counts.values()), matches]
+
+
+def _f_score(stats, beta, eps_smoothing):
+    """chrF in [0, 100] from flat [hyp, ref, match] triples, one per order."""
+    order = len(stats) // 3
+    factor = beta ** 2
+    eps_score = 0.0
+    avg_precision = avg_recall = 0.0
+    effective_order = 0
+    for i in range(order):
+        n_hyp, n_ref, n_match = stats[3 * i:3 * i + 3]
+        precision = n_match / n_hyp if n_hyp > 0 else _EPS
+        recall = n_match / n_ref if n_ref > 0 else _EPS
+        if eps_smoothing:
+            denom = factor * precision + recall
+            eps_score += ((1 + factor) * precision * recall / denom
+                          if denom > 0 else _EPS)
+        elif n_hyp > 0 and n_ref > 0:
+            avg_precision += precision
+            avg_recall += recall
+            effective_order += 1
+
+    if eps_smoothing:
+        return 100 * eps_score / order
+    if effective_order == 0:
+        return 0.0
+    avg_precision /= effective_order
+    avg_recall /= effective_order
+    if not avg_precision + avg_recall:
+        return 0.0
+    score = (1 + factor) * avg_precision * avg_recall
+    score /= factor * avg_precision + avg_recall
+    return 100 * score
+
+
+def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
+                lowercase=False, whitespace=False, eps_smoothing=False):
+    """Computes corpus-level chrF (or chrF++) exactly as sacreBLEU does.
+
+    Matches `sacrebleu.CHRF(char_order, word_order, beta, lowercase,
+    whitespace, eps_smoothing).corpus_score(hypotheses, refs).score`; the
+    defaults are chrF2 (sacreBLEU's default), and `word_order=2` gives
+    chrF++.
+
+    For each order n (character n-grams for n = 1..char_order, then word
+    n-grams for n = 1..word_order), the hypothesis, reference and clipped
+    matching n-gram counts are summed over the corpus and give
+
+        P_n = matches_n / hypothesis_n,    R_n = matches_n / reference_n.
+
+    P and R are the means of P_n and R_n over the orders in which both the
+    hypothesis and the reference have n-grams (the "effective order"), and
+
+        chrF = 100 * (1 + beta^2) * P * R / (beta^2 * P + R),
+
+    so recall counts beta times as much as precision. Statistics are summed
+    before the score is computed, so this is not an average of sentence
+    scores. With several references, each segment contributes the
+    statistics of the reference that gives it the highest sentence-level
+    chrF (the first one on ties).
+
+    Character n-grams are taken from the segment with all whitespace removed
+    (unless `whitespace=True`); they may span word boundaries. For word
+    n-grams the segment is split on whitespace and one ASCII punctuation mark
+    is split off the end (or else the start) of each word.
+
+    Args:
+        hypotheses: Sequence of detokenized system outputs, one str per
+            segment (a list, tuple or other iterable; not a bare str).
+            Empty strings are allowed.
+        references: Either a flat sequence with one reference str per
+            hypothesis, or a sequence of reference streams, each of which
+            holds one str per hypothesis (sacreBLEU's `refs` layout), for
+            multiple references.
+        char_order: Largest character n-gram order (default 6).
+        word_order: Largest word n-gram order; 0 (default) gives chrF, 2
+            gives chrF++.
+        beta: Weight of recall relative to precision (default 2).
+        lowercase: If True, hypotheses and references are lowercased first
+            (case-insensitive chrF).
+        whitespace: If True, whitespace is kept inside character n-grams
+            instead of being removed.
+        eps_smoothing: If True, average the per-order F-scores instead, with
+            zero statistics replaced by 1e-16, as chrF++.py, Moses and NLTK
+            do (sacreBLEU's `eps_smoothing=True`); orders without n-grams then
+            count as zero instead of being left out.
+
+    Returns:
+        The chrF score as a float in [0, 100]. An empty corpus (no
+        hypotheses) scores 0.0.
+
+    Raises:
+        ValueError: If `hypotheses` or a reference stream is not a sequence
+            of str (e.g. a bare str or contains None), a reference stream's
+            length differs from the number of hypotheses, `char_order` or
+            `word_order` is not a non-negative int (or both are 0), or
+            `beta` is not a finite non-negative number. Messages start with
+            "corpus_chrf:".
+
+    Example:
+        >>> hyps = ["The cat sat on the mat.", "It is raining today."]
+        >>> refs = ["The cat sat on the mat.", "It rains today."]
+        >>> round(corpus_chrf(hyps, refs), 2)
+        78.16
+        >>> round(corpus_chrf(hyps, refs, word_order=2), 2)  # chrF++
+        79.3
+
+    References:
+        Popović (2015). "chrF: character n-gram F-score for automatic MT
+        evaluation". WMT.
+        Popović (2017). "chrF++: words helping character n-grams". WMT.
+        Post (2018). "A Call for Clarity in Reporting BLEU Scores". WMT.
+    """
+    char_order = _check_order(char_order, "char_order")
+    word_order = _check_order(word_order, "word_order")
+    if char_order + word_order == 0:
+        raise ValueError(
+            "corpus_chrf: char_order and word_order are both 0; expected at "
+            "least one n-gram order to score."
+        )
+    beta = _check_beta(beta)
+
+    hypotheses = _as_string_list(hypotheses, "hypotheses")
+    streams = _reference_streams(references, len(hypotheses))
+    if not hypotheses:
+        return 0.0
+
+    def counters(segment):
+        if lowercase:
+            segment = segment.lower()
+        return _ngram_counters(segment, char_order, word_order, whitespace)
+
+    totals = [0] * (3 * (char_order + word_order))
+    for hypothesis, references_for_segment in zip(hypotheses, zip(*streams)):
+        hyp_counters = counters(hypothesis)
+        best_stats, best_score = None, -1.0
+        for reference in references_for_segment:
+            stats = []
+            for hyp_counts, ref_counts in zip(hyp_counters, counters(reference)):
+                stats += _match_statistics(hyp_counts, ref_counts)
+            score = _f_score(stats, beta, eps_smoothing)
+            if score > best_score:
+                best_stats, best_score = stats, score
+        for i, value in enumerate(best_stats):
+            totals[i] += value
+
+    return float(_f_score(totals, beta, eps_smoothing))
