@@ -82,9 +82,32 @@ def export_classifier(model, vocabulary, labels, path, sequence_length):
     tf.saved_model.save(module, path, signatures={"classify": classify, "serving_default": classify})
 
 
+def export_tagger(model, vocabulary, tags, path, sequence_length):
+    """Write a SavedModel whose `tag(strings (B,)) -> strings (B,)` gives one tag per whitespace token, space-separated."""
+    import tensorflow as tf
+
+    _require_tensorflow_backend("export_tagger")
+    module = tf.Module()
+    module.model = model
+    module.table = vocabulary.lookup_table()
+    tag_names = tf.constant(list(tags))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def tag(sentences):
+        ids = vocabulary.encode(sentences, table=module.table)[:, :sequence_length].to_tensor(shape=[None, sequence_length])
+        predicted = tf.gather(tag_names, tf.argmax(module.model(ids, training=False), axis=-1))
+        return tf.strings.reduce_join(tf.ragged.boolean_mask(predicted, ids > 0), axis=-1, separator=" ")
+
+    module.tag = tag
+    tf.saved_model.save(module, path, signatures={"tag": tag, "serving_default": tag})
+
+
+KINDS = ("translate", "classify", "tag")
+
+
 def write_run_config(directory, kind, vocabularies, **settings):
-    """Record what `export_run` needs next to a run's `model.keras` (kind: `translate` or `classify`)."""
-    v.check_choice("write_run_config", "kind", kind, ("translate", "classify"))
+    """Record what `export_run` needs next to a run's `model.keras` (kind: one of `KINDS`)."""
+    v.check_choice("write_run_config", "kind", kind, KINDS)
     config = {"kind": kind, "vocabularies": {name: vocab.get_config() for name, vocab in vocabularies.items()}, **settings}
     with open(os.path.join(directory, RUN_CONFIG), "w", encoding="utf-8") as f:
         json.dump(config, f, ensure_ascii=False)
@@ -110,10 +133,13 @@ def export_run(directory):
     vocabularies = {name: Vocabulary(**vocab) for name, vocab in config.pop("vocabularies").items()}
     model = keras.saving.load_model(os.path.join(directory, "model.keras"), compile=False)
     path = os.path.join(directory, "export")
-    if config.pop("kind") == "translate":
+    kind = config.pop("kind")
+    if kind == "translate":
         export_translator(model, vocabularies["source"], vocabularies["target"], path, **config)
-    else:
+    elif kind == "classify":
         export_classifier(model, vocabularies["text"], path=path, **config)
+    else:
+        export_tagger(model, vocabularies["text"], path=path, **config)
 
 
 if __name__ == "__main__":

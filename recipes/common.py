@@ -135,6 +135,53 @@ def distribution_scope(args):
     raise UsageError("--distribute: expected the tensorflow or jax backend (Keras has no data-parallel fit on torch), got torch")
 
 
+def vocabularies(args, builders):
+    """`{name: Vocabulary}` built by `builders[name]()` and saved, or read back on --resume."""
+    from keras_seq.data.text import Vocabulary
+
+    path = os.path.join(args.output_dir, "vocabularies.json")
+    if args.resume and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return {name: Vocabulary(**config) for name, config in json.load(f).items()}
+    result = {name: build() for name, build in builders.items()}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({name: vocabulary.get_config() for name, vocabulary in result.items()}, f, ensure_ascii=False)
+    return result
+
+
+def train(args, build_and_compile, batches, valid):
+    """Build (or resume) and fit a model; returns `(model, history, training seconds)`.
+
+    `build_and_compile(steps_per_epoch)` returns a compiled model; `batches(seed,
+    first_epoch, epochs)` the training batches (one epoch when `seed` is None);
+    `valid` the validation batches.
+    """
+    from keras_seq.data import pipeline
+
+    steps_per_epoch = pipeline.count_batches(batches(None, 0, 1))
+    model, first_epoch, history, spent = resume_state(args)
+    with distribution_scope(args):
+        if model is None:
+            model = build_and_compile(steps_per_epoch)
+    # repeat(): Keras may look one batch past the last epoch; it is never trained on.
+    history, seconds = fit(model, batches(args.seed, first_epoch, args.epochs).repeat(), valid, args, steps_per_epoch, first_epoch, history, spent)
+    model.save(os.path.join(args.output_dir, "model.keras"))
+    if history:
+        plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
+    return model, history, seconds
+
+
+def export_and_load(args, kind, vocabularies, **settings):
+    """Export the run's model.keras as a string-in SavedModel (see keras_seq.export) and load it back."""
+    import tensorflow as tf
+
+    from keras_seq import export
+
+    export.write_run_config(args.output_dir, kind, vocabularies, **settings)
+    export.export_run(args.output_dir)
+    return tf.saved_model.load(os.path.join(args.output_dir, "export"))
+
+
 def fit(model, train, valid, args, steps_per_epoch, first_epoch, history, spent):
     """`model.fit` with progress bars, the time budget, epoch checkpoints and TensorBoard logs."""
     budget = WallClockBudget(args.max_seconds, spent)
@@ -181,6 +228,7 @@ def plot_history(history, path):
     names = sorted({key.removeprefix("val_") for key in history})
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.5), squeeze=False)
     for axis, name in zip(axes[0], names):
+        axis.xaxis.get_major_locator().set_params(integer=True)
         for key, label in ((name, "train"), (f"val_{name}", "valid")):
             if key in history:
                 axis.plot(np.arange(1, len(history[key]) + 1), history[key], marker="o", label=label)
@@ -219,7 +267,7 @@ def plot_sinusoidal_encoding(path, length=100, depth=128):
     image.set_xlabel("dimension i")
     image.set_ylabel("position")
     fig.colorbar(shown, ax=image)
-    for i in (4, 5, 6, 7):
+    for i in (4, 5, 20, 40):
         curves.plot(table[:, i], label=f"dim {i}")
     curves.set_xlabel("position")
     curves.legend()

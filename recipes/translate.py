@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq import export
 from keras_seq.data import loaders, phrasebook, pipeline, text
 from recipes import common
 
@@ -49,25 +48,6 @@ def load_pairs(args):
     else:
         train, valid = phrasebook.english_french_pairs()
     return train[: args.max_examples], valid
-
-
-def vocabularies(args, train):
-    path = os.path.join(args.output_dir, "vocabularies.json")
-    if args.resume and os.path.exists(path):
-        import json
-
-        with open(path, encoding="utf-8") as f:
-            return {name: text.Vocabulary(**config) for name, config in json.load(f).items()}
-    build = dict(lowercase=args.lowercase, max_size=args.vocabulary_size)
-    result = {
-        "source": text.Vocabulary.build([s for s, _ in train], **build),
-        "target": text.Vocabulary.build([t for _, t in train], **build),
-    }
-    import json
-
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({name: v.get_config() for name, v in result.items()}, f, ensure_ascii=False)
-    return result
 
 
 def encoded(pairs, vocab):
@@ -126,7 +106,11 @@ def attention_examples(model, vocab, sources, translations, count=3):
 def run(args):
     started = time.monotonic()
     train_pairs, valid_pairs = load_pairs(args)
-    vocab = vocabularies(args, train_pairs)
+    build = dict(lowercase=args.lowercase, max_size=args.vocabulary_size)
+    vocab = common.vocabularies(args, {
+        "source": lambda: text.Vocabulary.build([s for s, _ in train_pairs], **build),
+        "target": lambda: text.Vocabulary.build([t for _, t in train_pairs], **build),
+    })
     source, target = encoded(train_pairs, vocab)
     keep = tf.logical_and(source.row_lengths() <= args.max_length, target.row_lengths() <= args.max_length + 2)
     dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
@@ -135,35 +119,26 @@ def run(args):
         raise common.UsageError(f"--max-length: expected some training pairs of at most {args.max_length} tokens, got none")
     longest = int(tf.maximum(tf.reduce_max(source.row_lengths()), tf.reduce_max(target.row_lengths())))
     # Batches are padded up to a bucket edge, so the model's lengths are the largest edge.
-    source_length = target_length = pipeline.bucket_edges(longest)[-1]
+    length = pipeline.bucket_edges(longest)[-1]
     print(
         f"translate: {len(train_pairs) - dropped} training pairs ({dropped} longer than {args.max_length} tokens left out), "
         f"{len(valid_pairs)} valid; vocabularies {len(vocab['source'])} / {len(vocab['target'])}; backend {keras.backend.backend()}"
     )
+    valid_source, valid_target = encoded(valid_pairs, vocab)
+    valid = {"source": valid_source[:, :length], "target": valid_target[:, :length]}
 
-    def batches(features, seed=None, first_epoch=0, epochs=1):
+    def batches(seed, first_epoch, epochs, features={"source": source, "target": target}):
         return pipeline.padded_batches(features, args.batch_size, longest, teacher_forcing, seed, first_epoch, epochs)
 
-    valid_source, valid_target = encoded(valid_pairs, vocab)
-    valid_source = valid_source[:, :source_length]
-    valid_target = valid_target[:, :target_length]
-    steps_per_epoch = pipeline.count_batches(batches({"source": source, "target": target}))
-    model, first_epoch, history, spent = common.resume_state(args)
-    with common.distribution_scope(args):
-        if model is None:
-            model = build_model(args, vocab, source_length, target_length)
-            compile_model(model, args, steps_per_epoch)
-    train = batches({"source": source, "target": target}, args.seed, first_epoch, args.epochs)
-    valid = batches({"source": valid_source, "target": valid_target})
-    history, train_seconds = common.fit(model, train, valid, args, steps_per_epoch, first_epoch, history, spent)
+    def build_and_compile(steps_per_epoch):
+        model = build_model(args, vocab, length, length)
+        compile_model(model, args, steps_per_epoch)
+        return model
 
-    model.save(os.path.join(args.output_dir, "model.keras"))
-    export.write_run_config(
-        args.output_dir, "translate", vocab, source_length=source_length, max_length=target_length,
-        num_beams=args.num_beams, length_penalty=0.6,
+    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    translator = common.export_and_load(
+        args, "translate", vocab, source_length=length, max_length=length, num_beams=args.num_beams, length_penalty=0.6
     )
-    export.export_run(args.output_dir)
-    translator = tf.saved_model.load(os.path.join(args.output_dir, "export"))
     sources = [s for s, _ in valid_pairs]
     references = [t for _, t in valid_pairs]
     predictions = []
@@ -184,13 +159,10 @@ def run(args):
         "backend": keras.backend.backend(),
         "valid_examples": len(valid_pairs),
     }
-    if history:
-        common.plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
     examples = attention_examples(model, vocab, sources, predictions)
     if examples:
         common.plot_attention(examples, os.path.join(args.output_dir, "attention.png"), f"{args.model}: attention of valid translations")
-    if args.model == "transformer":
-        common.plot_sinusoidal_encoding(os.path.join(args.output_dir, "sinusoidal_encoding.png"))
+    common.plot_sinusoidal_encoding(os.path.join(args.output_dir, "sinusoidal_encoding.png"))
     common.write_metrics(args.output_dir, metrics)
     for source, reference, prediction in list(zip(sources, references, predictions))[:3]:
         print(f"  {source}\n    reference:  {reference}\n    prediction: {prediction}")

@@ -4,6 +4,8 @@ from importlib import resources
 
 import numpy as np
 
+from keras_seq.data.mlm import TokenMasker
+
 
 def alice_text():
     """The opening of chapter 1 of Lewis Carroll's "Alice's Adventures in Wonderland" (1865, public domain)."""

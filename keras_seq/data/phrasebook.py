@@ -263,11 +263,11 @@ def _review(rng):
     if rng.random() < 0.4:
         second, second_positive = _clause(rng)
         text, positive = f"{text} but {second}", second_positive
-    return _capitalized(text) + ".", "positive" if positive else "negative"
+    return "positive" if positive else "negative", _capitalized(text) + "."
 
 
 def sentiment_reviews(size=8000, valid_size=500, seed=2):
-    """`(train, valid)` lists of `(review, label)` with label `positive` or `negative`.
+    """`(train, valid)` lists of `(label, review)` with label `positive` or `negative`.
 
     The label follows the last clause, with `not` flipping it, so a bag of words
     cannot get them all right: `The food was not bad but the service was slow.`

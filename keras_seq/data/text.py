@@ -11,7 +11,7 @@ import tensorflow as tf
 
 PAD, START, END, UNKNOWN = 0, 1, 2, 3
 RESERVED = ("", "<s>", "</s>", "<unk>")
-LEVELS = ("word", "char")
+LEVELS = ("word", "char", "whitespace")
 # Punctuation becomes a token of its own; an apostrophe stays on the word before it (l'|école).
 _PUNCTUATION = r"""([.,!?;:"()\[\]¿¡«»…—–])"""
 
@@ -20,7 +20,8 @@ def tokenize(strings, level="word", lowercase=False):
     """Split a string tensor into a ragged tensor of tokens.
 
     `word`: punctuation marks become tokens and an apostrophe ends a token
-    (`l'école` -> `l'`, `école`); `char`: Unicode characters.
+    (`l'école` -> `l'`, `école`); `char`: Unicode characters; `whitespace`: the
+    text between spaces, as it is (for data that comes tokenized, e.g. tagging).
     """
     if level not in LEVELS:
         raise ValueError(f"tokenize: `level` expected one of {LEVELS}, got {level!r}.")
@@ -29,6 +30,8 @@ def tokenize(strings, level="word", lowercase=False):
         strings = tf.strings.lower(strings, encoding="utf-8")
     if level == "char":
         return tf.strings.unicode_split(strings, "UTF-8")
+    if level == "whitespace":
+        return tf.strings.split(strings)
     strings = tf.strings.regex_replace(strings, _PUNCTUATION, r" \1 ")
     strings = tf.strings.regex_replace(strings, "'", "' ")
     return tf.strings.split(strings)
@@ -41,6 +44,8 @@ def detokenize(tokens, level="word"):
     tokens = tf.ragged.boolean_mask(tokens, tf.strings.length(tokens) > 0)
     if level == "char":
         return tf.strings.reduce_join(tokens, axis=-1)
+    if level == "whitespace":
+        return tf.strings.reduce_join(tokens, axis=-1, separator=" ")
     text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
     text = tf.strings.regex_replace(text, r" ([.,!?;:)\]»…])", r"\1")  # closing marks join the word before
     text = tf.strings.regex_replace(text, r"([(\[«¿¡]) ", r"\1")

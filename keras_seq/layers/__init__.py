@@ -10,6 +10,7 @@ from keras_seq.layers.embedding import (
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
+from keras_seq.layers.sampled_softmax import SampledSoftmax
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "MultiHeadAttention",
     "PeepholeLSTMCell",
     "PositionEmbedding",
+    "SampledSoftmax",
     "SequencePooling",
     "SinusoidalPositionalEncoding",
     "TokenAndPositionEmbedding",

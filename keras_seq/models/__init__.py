@@ -3,9 +3,11 @@
 from keras_seq.models.recurrent import RNNLM, RNNSeq2Seq, rnn_classifier, rnn_lm, rnn_seq2seq, rnn_tagger
 from keras_seq.models.transformer import (
     TransformerLM,
+    TransformerMLM,
     TransformerSeq2Seq,
     transformer_classifier,
     transformer_lm,
+    transformer_mlm,
     transformer_seq2seq,
 )
 
@@ -13,6 +15,7 @@ __all__ = [
     "RNNLM",
     "RNNSeq2Seq",
     "TransformerLM",
+    "TransformerMLM",
     "TransformerSeq2Seq",
     "rnn_classifier",
     "rnn_lm",
@@ -20,5 +23,6 @@ __all__ = [
     "rnn_tagger",
     "transformer_classifier",
     "transformer_lm",
+    "transformer_mlm",
     "transformer_seq2seq",
 ]

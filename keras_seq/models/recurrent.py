@@ -226,7 +226,7 @@ class RNNLM(GenerativeModel):
         prompt = self._input_ids(inputs)
         ids, prompt_length = self._id_buffer(prompt, max_length)
         config = self._config
-        states = (prompt.shape[0], config["num_layers"], state_count(config["cell"]), config["units"])
+        states = (ops.shape(prompt)[0], config["num_layers"], state_count(config["cell"]), config["units"])
         condition = None if self.condition_layer is None else inputs["condition"]
         return ids, prompt_length, ops.zeros(states, self.embedding.compute_dtype), condition
 
@@ -374,7 +374,7 @@ class RNNSeq2Seq(GenerativeModel):
         mask = ops.not_equal(encoder_ids, 0)
         annotations, *final_states = self.encoder(self.source_embedding(encoder_ids), mask=mask)
         cache = ops.stack(self._bridge(self.bridges, final_states), axis=1)
-        ids, _ = self._id_buffer(ops.full((encoder_ids.shape[0], 1), start_id, "int32"), max_length)
+        ids, _ = self._id_buffer(ops.full((ops.shape(encoder_ids)[0], 1), start_id, "int32"), max_length)
         return ids, 1, cache, (annotations, mask)
 
     def _decoding_step(self, ids, cache, index, context):

@@ -1,4 +1,6 @@
-"""Transformer task models built from the pre-norm blocks (seed 000 section 5, seed 003)."""
+"""Transformer task models built from the pre-norm blocks (seed 000 section 5, seeds 003, 004)."""
+
+import weakref
 
 import keras
 from keras import ops
@@ -31,6 +33,14 @@ def _normalized(final_norm, h):
     return h if final_norm is None else final_norm(h)
 
 
+def _stack_features(token_ids, embedding, blocks, final_norm, dropout):
+    """Features `(B, T, D)` of a single stack: embedding, dropout, the blocks, the final norm."""
+    h = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
+    for block in blocks:
+        h = block(h)
+    return _normalized(final_norm, h)
+
+
 def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
     """Self-attention keys/values of every decoder block: `(B, layers, 2, max_length, H, D/H)`."""
     return ops.zeros((batch, num_layers, 2, max_length, num_heads, hidden_dim // num_heads), dtype)
@@ -51,14 +61,52 @@ def _check_decoding_length(owner, max_length, limit):
         v.fail(owner, "max_length", f"at most the model's target length {limit}", max_length)
 
 
+class TiedLogits(keras.layers.Layer):
+    """Output projection sharing the token embedding matrix: `logits = h @ E^T + b`.
+
+    `E` `(V, D)` is the `token_embedding` of `embedding` (a `TokenAndPositionEmbedding`);
+    only the bias `b` `(V,)` is this layer's own, so tying saves the `V * D` kernel of
+    a separate output layer (Press & Wolf, 2017; Vaswani et al., 2017, section 3.4).
+    Computed in float32 and mask-preserving, like the untied `Dense` head. The models
+    below rebuild it from their own config, so it needs no config of its own.
+    """
+
+    def __init__(self, embedding, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        # A weak reference is invisible to Keras' and torch's attribute tracking: the
+        # model owns the embedding, so its weights are listed and saved once, not
+        # again under this layer (whose own weight is the bias alone).
+        self._embedding = weakref.ref(embedding)
+        self.vocabulary_size = embedding.vocabulary_size
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
+
+    def call(self, h):
+        embeddings = ops.cast(self._embedding().token_embedding.embeddings, "float32")
+        return ops.matmul(ops.cast(h, "float32"), ops.transpose(embeddings)) + self.bias
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.vocabulary_size)
+
+
+def _logits_head(embedding, tie_embeddings):
+    """The float32 output projection to the vocabulary of `embedding`, tied to it or not."""
+    if tie_embeddings:
+        return TiedLogits(embedding, name="logits")
+    return keras.layers.Dense(embedding.vocabulary_size, dtype="float32", name="logits")
+
+
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TransformerLM(GenerativeModel):
     """Decoder-only (GPT-style) language model: ids `(B, T)` -> next-token logits `(B, T, V)`.
 
     Token + position embedding, `num_layers` causal `TransformerDecoderBlock`s, a
-    final LayerNorm (pre-norm stacks need it), and a float32 output projection.
-    Id 0 is padding. `generate` continues a prompt with a key/value cache of
-    `(B, num_layers, 2, max_length, heads, hidden_dim / heads)`.
+    final LayerNorm (pre-norm stacks need it), and a float32 output projection
+    (`h @ E^T + b` with the token embedding `E` when `tie_embeddings`, see
+    `TiedLogits`). Id 0 is padding. `generate` continues a prompt with a key/value
+    cache of `(B, num_layers, 2, max_length, heads, hidden_dim / heads)`.
 
     Build it with `keras_seq.models.transformer_lm`.
     """
@@ -74,6 +122,7 @@ class TransformerLM(GenerativeModel):
         dropout=0.0,
         norm_first=True,
         positional="learned",
+        tie_embeddings=False,
         **kwargs,
     ):
         owner = "transformer_lm"
@@ -86,13 +135,10 @@ class TransformerLM(GenerativeModel):
             vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding"
         )
         blocks, final_norm = _stack(TransformerDecoderBlock, "decoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
-        head = keras.layers.Dense(vocabulary_size, dtype="float32", name="logits")
+        head = _logits_head(embedding, tie_embeddings)
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        h = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
-        for block in blocks:
-            h = block(h)
-        super().__init__(token_ids, head(_normalized(final_norm, h)), **kwargs)
+        super().__init__(token_ids, head(_stack_features(token_ids, embedding, blocks, final_norm, dropout)), **kwargs)
 
         self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
         self._config = dict(
@@ -105,6 +151,7 @@ class TransformerLM(GenerativeModel):
             dropout=dropout,
             norm_first=norm_first,
             positional=positional,
+            tie_embeddings=bool(tie_embeddings),
         )
 
     @property
@@ -115,7 +162,7 @@ class TransformerLM(GenerativeModel):
         config = self._config
         ids, prompt_length = self._id_buffer(prompt, max_length)
         _check_decoding_length("TransformerLM.generate", max_length, config["sequence_length"])
-        batch = prompt.shape[0]
+        batch = ops.shape(prompt)[0]
         cache = _empty_cache(
             batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
             self.token_embedding.compute_dtype,
@@ -136,6 +183,7 @@ def transformer_lm(
     dropout=0.0,
     norm_first=True,
     positional="learned",
+    tie_embeddings=False,
 ):
     """A GPT-style decoder-only language model; see `TransformerLM`."""
     return TransformerLM(
@@ -148,6 +196,7 @@ def transformer_lm(
         dropout=dropout,
         norm_first=norm_first,
         positional=positional,
+        tie_embeddings=tie_embeddings,
         name="transformer_lm",
     )
 
@@ -161,7 +210,8 @@ class TransformerSeq2Seq(GenerativeModel):
     decoder block attends causally to the target prefix and across to the encoder
     outputs (teacher forcing: `decoder_inputs` are the targets shifted right, starting
     with the start id). `generate(encoder_ids, max_length, start_id=1, ...)` encodes
-    once and decodes with a self-attention cache.
+    once and decodes with a self-attention cache. With `tie_embeddings`, the output
+    projection is `h @ E^T + b` with the target embedding `E` (see `TiedLogits`).
 
     Build it with `keras_seq.models.transformer_seq2seq`.
     """
@@ -179,6 +229,7 @@ class TransformerSeq2Seq(GenerativeModel):
         dropout=0.1,
         norm_first=True,
         positional="sinusoidal",
+        tie_embeddings=False,
         **kwargs,
     ):
         owner = "transformer_seq2seq"
@@ -197,7 +248,7 @@ class TransformerSeq2Seq(GenerativeModel):
         stack = (num_layers, num_heads, intermediate_dim, dropout, norm_first)
         encoder_blocks, encoder_norm = _stack(TransformerEncoderBlock, "encoder", *stack)
         decoder_blocks, decoder_norm = _stack(TransformerDecoderBlock, "decoder", *stack)
-        head = keras.layers.Dense(target_vocabulary_size, dtype="float32", name="logits")
+        head = _logits_head(target_embedding, tie_embeddings)
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
@@ -226,6 +277,7 @@ class TransformerSeq2Seq(GenerativeModel):
             dropout=dropout,
             norm_first=norm_first,
             positional=positional,
+            tie_embeddings=bool(tie_embeddings),
         )
 
     @property
@@ -247,7 +299,7 @@ class TransformerSeq2Seq(GenerativeModel):
     def _decoding_start(self, encoder_ids, max_length, start_id):
         config = self._config
         _check_decoding_length("TransformerSeq2Seq.generate", max_length, config["target_length"])
-        batch = encoder_ids.shape[0]
+        batch = ops.shape(encoder_ids)[0]
         ids, _ = self._id_buffer(ops.full((batch, 1), start_id, "int32"), max_length)
         cache = _empty_cache(
             batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
@@ -275,6 +327,7 @@ def transformer_seq2seq(
     dropout=0.1,
     norm_first=True,
     positional="sinusoidal",
+    tie_embeddings=False,
 ):
     """An encoder-decoder Transformer for translation-like tasks; see `TransformerSeq2Seq`."""
     return TransformerSeq2Seq(
@@ -289,6 +342,7 @@ def transformer_seq2seq(
         dropout=dropout,
         norm_first=norm_first,
         positional=positional,
+        tie_embeddings=tie_embeddings,
         name="transformer_seq2seq",
     )
 
@@ -321,11 +375,110 @@ def transformer_classifier(
     v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     embedding = TokenAndPositionEmbedding(vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding")
-    h = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
     blocks, final_norm = _stack(TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
-    for block in blocks:
-        h = block(h)
-    h = SequencePooling(pooling, name=f"{pooling}_pooling")(_normalized(final_norm, h))
+    h = _stack_features(token_ids, embedding, blocks, final_norm, dropout)
+    h = SequencePooling(pooling, name=f"{pooling}_pooling")(h)
     h = keras.layers.Dropout(dropout, name="pooled_dropout")(h)
     logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(h)
     return keras.Model(token_ids, logits, name=owner)
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class TransformerMLM(keras.Model):
+    """BERT-style encoder-only masked language model (seed 004): ids `(B, T)` -> logits `(B, T, V)`.
+
+    Token + position embedding, `num_layers` bidirectional `TransformerEncoderBlock`s
+    (id 0 is padding, masked out of attention), a final LayerNorm (pre-norm stacks
+    need it) and a float32 projection to the vocabulary, tied to the token embedding
+    (`h @ E^T + b`, see `TiedLogits`) when `tie_embeddings`. It is trained on seed
+    004's fill-in-the-blank task: the inputs are sequences with some ids replaced
+    (by `keras_seq.data.TokenMasker`, whose labels are 0 except at the replaced
+    positions) and the loss counts only those positions, e.g.
+    `LabelSmoothingCrossEntropy(epsilon=0.0, ignore_index=0)`. The mask id is an
+    ordinary id of the vocabulary.
+
+    Build it with `keras_seq.models.transformer_mlm`.
+
+    References:
+        Devlin et al., 2019, "BERT: pre-training of deep bidirectional transformers
+        for language understanding", section 3.1.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        num_layers=4,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        dropout=0.1,
+        norm_first=True,
+        positional="learned",
+        tie_embeddings=False,
+        **kwargs,
+    ):
+        owner = "transformer_mlm"
+        _check_sizes(
+            owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
+            num_layers=num_layers, intermediate_dim=intermediate_dim,
+        )
+        v.check_probability(owner, "dropout", dropout)
+        v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
+        embedding = TokenAndPositionEmbedding(
+            vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding"
+        )
+        blocks, final_norm = _stack(TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
+        head = _logits_head(embedding, tie_embeddings)
+
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        super().__init__(token_ids, head(_stack_features(token_ids, embedding, blocks, final_norm, dropout)), **kwargs)
+
+        self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
+        self._config = dict(
+            vocabulary_size=vocabulary_size,
+            sequence_length=sequence_length,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            norm_first=norm_first,
+            positional=positional,
+            tie_embeddings=bool(tie_embeddings),
+        )
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, **self._config}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
+
+
+def transformer_mlm(
+    vocabulary_size,
+    sequence_length,
+    num_layers=4,
+    hidden_dim=256,
+    num_heads=4,
+    intermediate_dim=1024,
+    dropout=0.1,
+    norm_first=True,
+    positional="learned",
+    tie_embeddings=False,
+):
+    """A BERT-style masked language model; see `TransformerMLM`."""
+    return TransformerMLM(
+        vocabulary_size,
+        sequence_length,
+        num_layers=num_layers,
+        hidden_dim=hidden_dim,
+        num_heads=num_heads,
+        intermediate_dim=intermediate_dim,
+        dropout=dropout,
+        norm_first=norm_first,
+        positional=positional,
+        tie_embeddings=tie_embeddings,
+        name="transformer_mlm",
+    )

@@ -134,6 +134,12 @@ def test_attention_learns_to_look_up_a_key(rng, attention):
     fit_reduces_loss(model, [query, keys, values], values[np.arange(n), target], "mse", epochs=60, factor=0.3, learning_rate=3e-2)
 
 
+def dot_model(query_dim, keys_dim):
+    """A functional model whose `dot` score cannot compare its query and keys."""
+    query, keys = keras.Input((4, query_dim)), keras.Input((6, keys_dim))
+    return keras.Model([query, keys], ks.layers.LuongAttention("dot")(query, keys))
+
+
 def test_bad_inputs_raise_value_errors(batch):
     query, keys, values, mask = batch
     built = ks.layers.BahdanauAttention(4)
@@ -148,7 +154,13 @@ def test_bad_inputs_raise_value_errors(batch):
         (lambda: built(query[..., :4], keys), r"query.*feature size 5"),
         (lambda: ks.layers.BahdanauAttention(0), r"units.*positive integer"),
         (lambda: ks.layers.LuongAttention(score="cosine"), r"score.*dot"),
-        (lambda: ks.layers.LuongAttention(score="dot")(query, keys), r"keys.*feature size 5"),
+        (lambda: ks.layers.LuongAttention(score="dot")(query, keys), r"keys.*feature size 5.*score='dot'.*got 7"),
+        (lambda: dot_model(5, 7), r"LuongAttention.*keys.*feature size 5.*score='dot'.*got 7"),
+        (lambda: built(query, keys[..., :6]), r"BahdanauAttention.*keys.*feature size 7, got 6"),
+        (lambda: ks.layers.BahdanauAttention(4)(query, keys[:2]), r"keys.*batch size 3, got 2"),
+        (lambda: built(query, keys, mask=mask[:2]), r"mask.*shape \(3, 6\), got shape \(2, 6\)"),
+        (lambda: built(query, keys, mask=np.ones((3, 4, 6), bool)), r"mask.*shape \(3, 6\), got shape \(3, 4, 6\)"),
+        (lambda: built(query[:, 0], keys, mask=mask[:, :4]), r"mask.*shape \(3, 6\), got shape \(3, 4\)"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -100,8 +100,10 @@ def test_gradient_clipping_rescues_an_exploding_elman_rnn(rng):
 
 def test_bad_arguments_raise_value_errors():
     cases = [
-        (lambda: ks.models.rnn_classifier(10, 2, cell="transformer"), r"rnn_classifier.*cell.*'rnn', 'gru', 'lstm'"),
-        (lambda: ks.models.rnn_classifier(10, 2, pooling="max"), r"rnn_classifier.*pooling.*'mean', 'last'"),
+        (lambda: ks.models.rnn_classifier(10, 2, cell="transformer"), r"rnn_classifier.*cell.*'rnn', 'gru', 'lstm'.*got 'transformer'"),
+        (lambda: ks.models.rnn_tagger(10, 3, cell="LSTM"), r"rnn_tagger.*cell.*'peephole_lstm', 'coupled_lstm'.*got 'LSTM'"),
+        (lambda: ks.models.rnn_lm(10, cell=None), r"rnn_lm.*cell.*got None"),
+        (lambda: ks.models.rnn_classifier(10, 2, pooling="max"), r"rnn_classifier.*pooling.*'mean', 'last'.*got 'max'"),
         (lambda: ks.models.rnn_classifier(0, 2), r"rnn_classifier.*vocabulary_size.*positive integer"),
         (lambda: ks.models.rnn_tagger(10, 0), r"rnn_tagger.*num_tags.*positive integer"),
         (lambda: ks.models.rnn_tagger(10, 3, num_layers=0), r"rnn_tagger.*num_layers"),

@@ -51,14 +51,30 @@ def test_cached_generation_equals_uncached(rng, cell, attention):
     assert to_numpy(model.generate(source, 6, strategy="beam", num_beams=3)).shape == (3, 6)
 
 
+@pytest.mark.parametrize("cell, attention", [("gru", "bahdanau"), ("lstm", "luong")])
+def test_all_padding_sequences_stay_finite_in_training(rng, cell, attention):
+    inputs, target = reversal_data(rng, 8)
+    inputs["encoder_inputs"][0] = 0  # a source of padding only
+    inputs["decoder_inputs"][1], target[1] = 0, 0  # a target of padding only
+    model = ks.models.rnn_seq2seq(12, 12, embedding_dim=8, units=8, cell=cell, attention=attention)
+    model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(inputs, target, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert all(np.all(np.isfinite(to_numpy(w))) for w in model.weights)
+    assert np.all(np.isfinite(to_numpy(model(inputs))))
+    weights = to_numpy(model.attention_weights(inputs))
+    assert np.all(weights[0] == 0)  # nothing to attend to: zero weights, not NaN
+    np.testing.assert_allclose(weights[2:].sum(-1), 1.0, atol=1e-5)
+
+
 def test_unidirectional_encoder_and_bad_arguments(rng):
     model = ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, bidirectional_encoder=False, attention=None)
     source = rng.integers(3, 12, size=(2, 5)).astype("int32")
     np.testing.assert_array_equal(to_numpy(model.generate(source, 6)), uncached_greedy(model, source, 5))
     cases = [
         (lambda: model.attention_weights({"encoder_inputs": source, "decoder_inputs": source}), r"attention_weights.*bahdanau"),
-        (lambda: ks.models.rnn_seq2seq(10, 10, attention="additive"), r"rnn_seq2seq.*attention.*'bahdanau'"),
-        (lambda: ks.models.rnn_seq2seq(10, 10, cell="transformer"), r"rnn_seq2seq.*cell"),
+        (lambda: ks.models.rnn_seq2seq(10, 10, attention="additive"), r"rnn_seq2seq.*attention.*'bahdanau'.*got 'additive'"),
+        (lambda: ks.models.rnn_seq2seq(10, 10, cell="transformer"), r"rnn_seq2seq.*cell.*'gru'.*got 'transformer'"),
         (lambda: ks.models.rnn_seq2seq(10, 0), r"rnn_seq2seq.*target_vocabulary_size"),
         (lambda: model.generate(np.full((1, 4), 12, "int32"), 6), r"RNNSeq2Seq.generate.*inputs.*ids in \[0, 12\)"),
     ]

@@ -106,3 +106,76 @@ def test_warmup_schedule_matches_vaswani_formula():
     assert float(restored.learning_rate) == pytest.approx(float(schedule(0)), rel=1e-5)
     with pytest.raises(ValueError, match=r"InverseSquareRootWarmup.*warmup_steps"):
         ks.schedules.InverseSquareRootWarmup(256, warmup_steps=0)
+
+
+def tiny_transformer(kind, tie_embeddings):
+    """A one-block `lm`, `seq2seq` or `mlm` whose logits cover 17 ids."""
+    options = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0, tie_embeddings=tie_embeddings)
+    if kind == "lm":
+        return ks.models.transformer_lm(17, 10, **options)
+    if kind == "seq2seq":
+        return ks.models.transformer_seq2seq(11, 17, 8, 10, **options)
+    return ks.models.transformer_mlm(17, 10, **options)
+
+
+def tiny_inputs(rng, kind):
+    ids = rng.integers(3, 17, size=(2, 6)).astype("int32")
+    ids[1, 4:] = 0
+    if kind == "seq2seq":
+        return {"encoder_inputs": rng.integers(3, 11, size=(2, 5)).astype("int32"), "decoder_inputs": ids}
+    return ids
+
+
+def output_embedding(model):
+    return model.target_embedding if isinstance(model, ks.models.TransformerSeq2Seq) else model.token_embedding
+
+
+@pytest.mark.parametrize("kind", ["lm", "seq2seq", "mlm"])
+def test_tied_logits_are_features_times_the_embedding_transposed(rng, kind):
+    tied, untied = tiny_transformer(kind, True), tiny_transformer(kind, False)
+    assert untied.count_params() - tied.count_params() == 17 * 16  # the V x D output kernel
+    assert [w.path for w in tied.head.weights] == ["logits/bias"]
+
+    tied.head.bias.assign(rng.normal(size=17).astype("float32"))
+    inputs = tiny_inputs(rng, kind)
+    features = to_numpy(keras.Model(tied.input, tied.head.input)(inputs)).astype("float64")
+    embeddings = to_numpy(output_embedding(tied).token_embedding.embeddings).astype("float64")
+    expected = features @ embeddings.T + to_numpy(tied.head.bias)
+    np.testing.assert_allclose(to_numpy(tied(inputs)), expected, atol=1e-5)
+
+    keras.config.set_dtype_policy("mixed_float16")
+    mixed = tiny_transformer(kind, True)
+    mixed.set_weights(tied.get_weights())
+    mixed_logits = mixed(inputs)
+    assert keras.backend.standardize_dtype(mixed_logits.dtype) == "float32"
+    np.testing.assert_allclose(to_numpy(mixed_logits), expected, atol=2e-2 * max(1.0, np.abs(expected).max()))
+
+
+def uncached_greedy(model, inputs, max_length):
+    """Greedy decoding to `max_length` ids by re-running the whole model on the growing prefix (no cache)."""
+    if isinstance(model, ks.models.TransformerSeq2Seq):
+        ids = np.full((len(inputs), 1), START, "int32")
+        step = lambda ids: model({"encoder_inputs": inputs, "decoder_inputs": ids})
+    else:
+        ids, step = inputs, model
+    while ids.shape[1] < max_length:
+        next_ids = to_numpy(step(ids))[:, -1, 1:].argmax(-1).astype("int32") + 1  # id 0 is padding
+        ids = np.concatenate([ids, next_ids[:, None]], axis=1)
+    return ids
+
+
+@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+def test_tied_models_generate_with_the_cache_and_save_load(rng, tmp_path, kind):
+    model = tiny_transformer(kind, True)
+    prompt = rng.integers(3, 11, size=(2, 4)).astype("int32")
+    np.testing.assert_array_equal(to_numpy(model.generate(prompt, 8)), uncached_greedy(model, prompt, 8))
+
+    config = model.get_config()
+    assert config["tie_embeddings"] is True
+    assert type(model).from_config(config).get_config() == config
+    path = tmp_path / f"tied_{kind}.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, type(model)) and loaded.count_params() == model.count_params()
+    inputs = tiny_inputs(rng, kind)
+    np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(model(inputs)), atol=1e-6)

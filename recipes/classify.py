@@ -1,0 +1,120 @@
+"""Classify: the seq2vec recipe (a text in, a label out).
+
+Trains a bidirectional LSTM (default) or an encoder-only Transformer with `model.fit`,
+reports valid accuracy, and exports a SavedModel whose `classify` signature takes raw
+strings and returns the label and the class probabilities.
+
+    python -m recipes.classify                       # embedded reviews (negation, "but")
+    python -m recipes.classify --train train.tsv --valid valid.tsv --model transformer
+    python -m recipes.classify --tfds imdb_reviews --max-length 256
+"""
+
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_seq as ks
+from keras_seq.data import loaders, phrasebook, pipeline, text
+from recipes import common
+
+MODELS = ("bilstm", "transformer")
+
+
+def parse(argv=None):
+    p = common.parser("classify", __doc__.split("\n\n")[0], "UTF-8 TSV `label<TAB>text`", MODELS, "bilstm", epochs=4, batch_size=64)
+    p.add_argument("--max-length", type=int, default=256, help="texts are cut to this many tokens")
+    p.add_argument("--vocabulary-size", type=int, default=20000, help="most frequent words kept")
+    p.add_argument("--hidden-dim", type=int, default=64, help="LSTM units per direction / Transformer width")
+    return p.parse_args(argv)
+
+
+def load_examples(args):
+    """`(train, valid)` lists of (label, text)."""
+    if args.train:
+        train, valid = loaders.read_labelled_tsv(args.train), loaders.read_labelled_tsv(args.valid)
+    elif args.tfds:
+        train, valid, _ = loaders.tfds_splits(args.tfds, "classify", data_dir=args.tfds_data_dir)
+    else:
+        train, valid = phrasebook.sentiment_reviews()
+    return train[: args.max_examples], valid
+
+
+def run(args):
+    started = time.monotonic()
+    train_examples, valid_examples = load_examples(args)
+    labels = sorted({label for label, _ in train_examples})
+    unknown = sorted({label for label, _ in valid_examples} - set(labels))
+    if unknown:
+        raise common.UsageError(f"--valid: expected labels seen in training {labels[:10]}, got unseen {unknown[:10]}")
+    if len(labels) < 2:
+        raise common.UsageError(f"--train: expected at least two labels, got {labels}")
+    vocab = common.vocabularies(
+        args, {"text": lambda: text.Vocabulary.build([t for _, t in train_examples], lowercase=True, max_size=args.vocabulary_size)}
+    )
+    label_ids = {label: i for i, label in enumerate(labels)}
+
+    def features(examples):
+        ids = vocab["text"].encode([t for _, t in examples])[:, : args.max_length]
+        return {"text": ids, "label": [[label_ids[label]] for label, _ in examples]}
+
+    train, valid = features(train_examples), features(valid_examples)
+    longest = int(tf.reduce_max(train["text"].row_lengths()))
+    length = pipeline.bucket_edges(longest)[-1]
+    valid["text"] = valid["text"][:, :length]
+    print(
+        f"classify: {len(train_examples)} training texts, {len(valid_examples)} valid, {len(labels)} labels, "
+        f"vocabulary {len(vocab['text'])}; backend {keras.backend.backend()}"
+    )
+
+    def to_model_inputs(batch):
+        return batch["text"], batch["label"][:, 0]
+
+    def batches(seed, first_epoch, epochs, examples=train):
+        return pipeline.padded_batches(examples, args.batch_size, longest, to_model_inputs, seed, first_epoch, epochs)
+
+    def build_and_compile(steps_per_epoch):
+        if args.model == "bilstm":
+            model = ks.models.rnn_classifier(len(vocab["text"]), len(labels), embedding_dim=args.hidden_dim, units=args.hidden_dim)
+        else:
+            model = ks.models.transformer_classifier(
+                len(vocab["text"]), len(labels), length, hidden_dim=args.hidden_dim, num_heads=4,
+                intermediate_dim=2 * args.hidden_dim,
+            )
+        model.compile(
+            optimizer=keras.optimizers.Adam(args.learning_rate or 2e-3, clipnorm=1.0),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        return model
+
+    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    classifier = common.export_and_load(args, "classify", vocab, labels=labels, sequence_length=length)
+    texts = [t for _, t in valid_examples]
+    predictions = []
+    for start in range(0, len(texts), 256):
+        predictions += [p.decode("utf-8") for p in classifier.classify(tf.constant(texts[start : start + 256]))["label"].numpy()]
+    references = [label for label, _ in valid_examples]
+    common.write_predictions(args.output_dir, zip(texts, references, predictions), ("text", "label", "prediction"))
+    metrics = {
+        "accuracy": float(np.mean([p == r for p, r in zip(predictions, references)])),
+        "majority_baseline": max(references.count(label) for label in labels) / len(references),
+        "valid_loss": history["val_loss"][-1] if history.get("val_loss") else None,
+        "epochs": len(history.get("loss", [])),
+        "train_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.monotonic() - started, 1),
+        "model": args.model,
+        "backend": keras.backend.backend(),
+        "valid_examples": len(valid_examples),
+    }
+    if args.model == "transformer":
+        common.plot_sinusoidal_encoding(os.path.join(args.output_dir, "sinusoidal_encoding.png"))
+    common.write_metrics(args.output_dir, metrics)
+    print(f"classify: valid accuracy {metrics['accuracy']:.3f} (majority {metrics['majority_baseline']:.3f}); outputs in {args.output_dir}")
+    return metrics
+
+
+if __name__ == "__main__":
+    common.main("classify", run, parse)

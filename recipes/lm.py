@@ -1,0 +1,125 @@
+"""LM: the vec2seq recipe (a language model that continues a prefix).
+
+Trains a character-level (or `--level word`) LSTM language model (default) or a
+GPT-style Transformer with `model.fit` on consecutive windows of the text, reports
+valid perplexity, and continues `--prompt` with cached decoding.
+
+    python -m recipes.lm                              # embedded Alice in Wonderland, chapter 1
+    python -m recipes.lm --prompt "Alice was" --model transformer
+    python -m recipes.lm --train book.txt --valid book_valid.txt --level word
+    python -m recipes.lm --tfds tiny_shakespeare
+"""
+
+import math
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_seq as ks
+from keras_seq.data import alice_text, loaders, pipeline, text
+from recipes import common
+
+MODELS = ("lstm", "transformer")
+
+
+def parse(argv=None):
+    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=10, batch_size=32)
+    p.add_argument("--level", choices=("char", "word"), default="char", help="what a token is")
+    p.add_argument("--window", type=int, default=64, help="tokens per training window (truncated backpropagation length)")
+    p.add_argument("--hidden-dim", type=int, default=256, help="LSTM units / Transformer width")
+    p.add_argument("--prompt", default="Alice was", help="text to continue after training")
+    p.add_argument("--generate-length", type=int, default=120, help="tokens to add to --prompt")
+    p.add_argument("--strategy", choices=("greedy", "top_k", "top_p", "sample"), default="top_k", help="decoding strategy for --prompt")
+    return p.parse_args(argv)
+
+
+def load_text(args):
+    """`(train, valid)` texts: the files, the tfds splits, or Alice with its last tenth held out."""
+    if args.train:
+        return loaders.read_text(args.train), loaders.read_text(args.valid)
+    if args.tfds:
+        train, valid, _ = loaders.tfds_splits(args.tfds, "lm", data_dir=args.tfds_data_dir)
+        return train, valid
+    book = alice_text()
+    cut = book.rindex("\n", 0, int(len(book) * 0.9))
+    return book[:cut], book[cut:]
+
+
+def windows(stream, window, limit=None):
+    """Consecutive non-overlapping windows of `window + 1` ids (inputs and next-token targets)."""
+    count = (len(stream) - 1) // window
+    rows = [stream[i * window : i * window + window + 1] for i in range(count)]
+    return rows[:limit]
+
+
+def run(args):
+    started = time.monotonic()
+    if args.window < 2:
+        raise common.UsageError(f"--window: expected at least 2 tokens, got {args.window}")
+    train_text, valid_text = load_text(args)
+    vocab = common.vocabularies(args, {"text": lambda: text.Vocabulary.build([train_text], level=args.level)})
+
+    def stream(document):
+        return vocab["text"].encode([document]).flat_values.numpy().tolist()
+
+    train_rows = windows(stream(train_text), args.window, args.max_examples)
+    valid_rows = windows(stream(valid_text), args.window)
+    if not train_rows or not valid_rows:
+        raise common.UsageError(f"--window: expected texts longer than {args.window + 1} tokens, got a shorter train or valid text")
+    print(
+        f"lm: {len(train_rows)} training windows of {args.window} {args.level} tokens, {len(valid_rows)} valid; "
+        f"vocabulary {len(vocab['text'])}; backend {keras.backend.backend()}"
+    )
+
+    def batches(seed, first_epoch, epochs, rows=train_rows):
+        return pipeline.padded_batches({"ids": rows}, args.batch_size, args.window + 1, lambda b: (b["ids"][:, :-1], b["ids"][:, 1:]), seed, first_epoch, epochs)
+
+    length = pipeline.bucket_edges(args.window + 1)[-1]
+
+    def build_and_compile(steps_per_epoch):
+        if args.model == "lstm":
+            model = ks.models.rnn_lm(len(vocab["text"]), embedding_dim=64, units=args.hidden_dim)
+        else:
+            model = ks.models.transformer_lm(
+                len(vocab["text"]), max(length, args.generate_length + len(args.prompt)), num_layers=2, hidden_dim=args.hidden_dim,
+                num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=0.1,
+            )
+        model.compile(
+            optimizer=keras.optimizers.Adam(args.learning_rate or 2e-3, clipnorm=1.0),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[ks.metrics.Perplexity()],
+        )
+        return model
+
+    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid_rows))
+    half = args.window // 2
+    rows = np.asarray(valid_rows, "int32")
+    continued = np.asarray(model.generate(rows[:, :half], args.window + 1, end_id=None))
+    decode = lambda ids: [s.decode("utf-8") for s in vocab["text"].decode(ids).numpy()]
+    common.write_predictions(args.output_dir, zip(decode(rows[:, :half]), decode(rows[:, half:]), decode(continued[:, half:])))
+    prompt = vocab["text"].encode([args.prompt]).to_tensor()
+    longest = model.get_config().get("sequence_length") or prompt.shape[1] + args.generate_length  # a Transformer's limit
+    generated = model.generate(prompt, min(prompt.shape[1] + args.generate_length, longest), strategy=args.strategy, k=5, seed=args.seed)
+    sample = args.prompt + decode(np.asarray(generated)[:, prompt.shape[1] :])[0]
+    valid_loss = history["val_loss"][-1] if history.get("val_loss") else model.evaluate(batches(None, 0, 1, valid_rows), verbose=0)[0]
+    metrics = {
+        "perplexity": math.exp(valid_loss),
+        "valid_loss": valid_loss,
+        "epochs": len(history.get("loss", [])),
+        "train_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.monotonic() - started, 1),
+        "model": args.model,
+        "level": args.level,
+        "backend": keras.backend.backend(),
+        "valid_examples": len(valid_rows),
+        "sample": sample,
+    }
+    common.write_metrics(args.output_dir, metrics)
+    print(f"lm: valid perplexity {metrics['perplexity']:.2f} per {args.level}; outputs in {args.output_dir}")
+    return metrics
+
+
+if __name__ == "__main__":
+    common.main("lm", run, parse)

@@ -1,0 +1,113 @@
+"""Tag: the aligned seq2seq recipe (one tag per token, e.g. parts of speech).
+
+Trains a bidirectional LSTM tagger with `model.fit`, reports token accuracy on the
+valid set, and exports a SavedModel whose `tag` signature takes whitespace-tokenized
+sentences and returns their tags, space-separated.
+
+    python -m recipes.tag                            # embedded English sentences, universal POS tags
+    python -m recipes.tag --train train.tsv --valid valid.tsv
+    python -m recipes.tag --tfds universal_dependencies/en_ewt
+"""
+
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import keras_seq as ks
+from keras_seq.data import loaders, phrasebook, pipeline, text
+from recipes import common
+
+MODELS = ("bilstm",)
+
+
+def parse(argv=None):
+    p = common.parser(
+        "tag", __doc__.split("\n\n")[0], "`token<TAB>tag` lines, a blank line between sequences", MODELS, "bilstm",
+        epochs=3, batch_size=32,
+    )
+    p.add_argument("--max-length", type=int, default=128, help="sentences are cut to this many tokens")
+    p.add_argument("--vocabulary-size", type=int, default=30000, help="most frequent tokens kept")
+    p.add_argument("--hidden-dim", type=int, default=64, help="LSTM units per direction")
+    return p.parse_args(argv)
+
+
+def load_sentences(args):
+    """`(train, valid)` lists of sentences, each a list of (token, tag)."""
+    if args.train:
+        train, valid = loaders.read_tagged(args.train), loaders.read_tagged(args.valid)
+    elif args.tfds:
+        train, valid, _ = loaders.tfds_splits(args.tfds, "tag", data_dir=args.tfds_data_dir)
+    else:
+        train, valid = phrasebook.tagged_sentences()
+    # Tokens are joined by spaces and split again in the graph: a token holding a space cannot survive that.
+    clean = lambda sentences: [[(token.replace(" ", "_"), tag) for token, tag in s] for s in sentences if s]
+    return clean(train)[: args.max_examples], clean(valid)
+
+
+def run(args):
+    started = time.monotonic()
+    train_sentences, valid_sentences = load_sentences(args)
+    tags = ["<pad>"] + sorted({tag for s in train_sentences for _, tag in s})
+    unseen = sorted({tag for s in valid_sentences for _, tag in s} - set(tags))
+    if unseen:
+        raise common.UsageError(f"--valid: expected tags seen in training, got unseen {unseen[:10]}")
+    joined = lambda sentences: [" ".join(token for token, _ in s) for s in sentences]
+    vocab = common.vocabularies(
+        args, {"text": lambda: text.Vocabulary.build(joined(train_sentences), level="whitespace", max_size=args.vocabulary_size)}
+    )
+    tag_ids = {tag: i for i, tag in enumerate(tags)}
+
+    def features(sentences):
+        return {
+            "tokens": vocab["text"].encode(joined(sentences))[:, : args.max_length],
+            "tags": tf.ragged.constant([[tag_ids[tag] for _, tag in s][: args.max_length] for s in sentences], dtype=tf.int32),
+        }
+
+    train, valid = features(train_sentences), features(valid_sentences)
+    longest = int(tf.reduce_max(train["tokens"].row_lengths()))
+    length = pipeline.bucket_edges(max(longest, int(tf.reduce_max(valid["tokens"].row_lengths()))))[-1]
+    print(
+        f"tag: {len(train_sentences)} training sentences, {len(valid_sentences)} valid, {len(tags) - 1} tags, "
+        f"vocabulary {len(vocab['text'])}; backend {keras.backend.backend()}"
+    )
+
+    def batches(seed, first_epoch, epochs, examples=train):
+        return pipeline.padded_batches(examples, args.batch_size, length, lambda b: (b["tokens"], b["tags"]), seed, first_epoch, epochs)
+
+    def build_and_compile(steps_per_epoch):
+        model = ks.models.rnn_tagger(len(vocab["text"]), len(tags), embedding_dim=args.hidden_dim, units=args.hidden_dim)
+        model.compile(
+            optimizer=keras.optimizers.Adam(args.learning_rate or 3e-3, clipnorm=1.0),
+            loss=ks.losses.LabelSmoothingCrossEntropy(0.0, ignore_index=0),
+            metrics=[ks.metrics.MaskedAccuracy(ignore_index=0)],
+        )
+        return model
+
+    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    tagger = common.export_and_load(args, "tag", vocab, tags=tags, sequence_length=length)
+    sentences = joined(valid_sentences)
+    predictions = []
+    for start in range(0, len(sentences), 256):
+        predictions += [p.decode("utf-8") for p in tagger.tag(tf.constant(sentences[start : start + 256])).numpy()]
+    references = [" ".join(tag for _, tag in s[: args.max_length]) for s in valid_sentences]
+    common.write_predictions(args.output_dir, zip(sentences, references, predictions), ("sentence", "tags", "prediction"))
+    pairs = [(p, r) for prediction, reference in zip(predictions, references) for p, r in zip(prediction.split(), reference.split())]
+    metrics = {
+        "accuracy": float(np.mean([p == r for p, r in pairs])),
+        "sentence_accuracy": float(np.mean([p == r for p, r in zip(predictions, references)])),
+        "epochs": len(history.get("loss", [])),
+        "train_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.monotonic() - started, 1),
+        "model": args.model,
+        "backend": keras.backend.backend(),
+        "valid_examples": len(valid_sentences),
+    }
+    common.write_metrics(args.output_dir, metrics)
+    print(f"tag: valid token accuracy {metrics['accuracy']:.3f}; outputs in {args.output_dir}")
+    return metrics
+
+
+if __name__ == "__main__":
+    common.main("tag", run, parse)

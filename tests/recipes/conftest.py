@@ -1,0 +1,8 @@
+from recipe_runs import (  # noqa: F401  (session fixtures shared by this folder's tests)
+    classify_run,
+    data_dir,
+    lm_run,
+    tag_run,
+    translate_rnn_attention,
+    translate_transformer,
+)

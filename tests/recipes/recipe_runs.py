@@ -1,0 +1,183 @@
+"""Tiny recipe runs shared by the tests in this folder, and helpers to read their outputs.
+
+Every run is as small as the recipe allows (a few dozen short examples, width 8-16, one
+length bucket) and is made once per session (conftest.py makes these fixtures
+available): the tests only read its output folder. Runs are in-process, through
+`common.main` as on the command line.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# `recipes` lives at the repository root, which is on sys.path under `python -m pytest`
+# but not under a plain `pytest`; there `recipes` would even resolve to this folder.
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from keras_seq.data import alice_text, phrasebook, text  # noqa: E402
+from recipes import classify, common, lm, tag, translate  # noqa: E402
+
+BACKEND = keras.backend.backend()
+RECIPES = {"translate": translate, "classify": classify, "tag": tag, "lm": lm}
+
+# Training batch size of every run below but translate's.
+BATCH = 16
+# translate trains 60 small steps: enough for the tiny models to emit words rather than
+# only the end token, so the exported translators have something to reproduce.
+TRANSLATE_TRAIN, TRANSLATE_BATCH = 240, 4
+# translate: sentences of at most this many tokens, so every training pair is kept
+# and batches have one shape (source and target with start/end fit in 8 ids).
+SHORT = 6
+
+
+def recipe_main(name, argv):
+    """Run a recipe as `python -m recipes.NAME ARGV` does (exit status 2 on bad input); returns its metrics."""
+    module = RECIPES[name]
+    return common.main(name, module.run, module.parse, [str(a) for a in argv])
+
+
+def read_tsv(path):
+    """`(header, rows)` of a recipe's predictions.tsv."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    assert lines[-1] == "", "predictions.tsv ends with a newline"
+    rows = [line.split("\t") for line in lines[:-1]]
+    return rows[0], rows[1:]
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def normalized(field):
+    """What `common.write_predictions` makes of a field (runs of whitespace -> one space)."""
+    return " ".join(str(field).split())
+
+
+def subprocess_env(**overrides):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, **overrides)
+    return env
+
+
+def run_python(code, *args, **env):
+    """Run `python -c code args...` in a fresh process; returns its stdout (fails the test with stderr on error)."""
+    command = [sys.executable, "-c", code, *map(str, args)]
+    result = subprocess.run(command, env=subprocess_env(**env), capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
+
+
+def _write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def short_pairs(count, seed=0):
+    """`count` English-French pairs whose sides both have at most SHORT word tokens."""
+    train, valid = phrasebook.english_french_pairs(size=4 * count, valid_size=10, seed=seed)
+    pairs = train + valid
+    lengths = [text.tokenize([p[side] for p in pairs]).row_lengths().numpy() for side in (0, 1)]
+    short = [p for p, s, t in zip(pairs, *lengths) if s <= SHORT and t <= SHORT]
+    assert len(short) >= count
+    return short[:count]
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    """Tiny data files for every recipe, in their documented formats."""
+    directory = tmp_path_factory.mktemp("data")
+    pairs = short_pairs(TRANSLATE_TRAIN + 12)
+    _write_lines(directory / "translate_train.tsv", [f"{s}\t{t}" for s, t in pairs[:TRANSLATE_TRAIN]])
+    _write_lines(directory / "translate_valid.tsv", [f"{s}\t{t}" for s, t in pairs[TRANSLATE_TRAIN:]])
+    train, valid = phrasebook.sentiment_reviews(size=60, valid_size=12)
+    _write_lines(directory / "classify_train.tsv", [f"{label}\t{review}" for label, review in train])
+    _write_lines(directory / "classify_valid.tsv", [f"{label}\t{review}" for label, review in valid])
+    train, valid = phrasebook.tagged_sentences(size=40, valid_size=8)
+    for name, sentences in (("tag_train.txt", train), ("tag_valid.txt", valid)):
+        # Sequences separated by a blank line; no trailing blank line after the last one.
+        (directory / name).write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n", encoding="utf-8")
+    book = alice_text()
+    (directory / "lm_train.txt").write_text(book[:700], encoding="utf-8")
+    (directory / "lm_valid.txt").write_text(book[700:900], encoding="utf-8")
+    return directory
+
+
+def translate_argv(data_dir, output_dir, model="transformer", epochs=1, *extra):
+    return [
+        "--train", data_dir / "translate_train.tsv", "--valid", data_dir / "translate_valid.tsv", "--model", model,
+        "--epochs", epochs, "--batch-size", TRANSLATE_BATCH, "--learning-rate", 0.01, "--hidden-dim", 16,
+        "--layers", 1, "--max-length", SHORT, "--num-beams", 2, "--seed", 3, "--output-dir", output_dir, *extra,
+    ]
+
+
+def classify_argv(data_dir, output_dir, *extra):
+    return [
+        "--train", data_dir / "classify_train.tsv", "--valid", data_dir / "classify_valid.tsv", "--epochs", 1,
+        "--batch-size", BATCH, "--hidden-dim", 8, "--max-length", 8, "--output-dir", output_dir, *extra,
+    ]
+
+
+def tag_argv(data_dir, output_dir, *extra):
+    return [
+        "--train", data_dir / "tag_train.txt", "--valid", data_dir / "tag_valid.txt", "--epochs", 1,
+        "--batch-size", BATCH, "--hidden-dim", 8, "--max-length", 8, "--output-dir", output_dir, *extra,
+    ]
+
+
+def lm_argv(data_dir, output_dir, *extra):
+    return [
+        "--train", data_dir / "lm_train.txt", "--valid", data_dir / "lm_valid.txt", "--epochs", 1, "--batch-size", BATCH,
+        "--hidden-dim", 16, "--window", 15, "--max-examples", 32, "--prompt", "Alice", "--generate-length", 8,
+        "--output-dir", output_dir, *extra,
+    ]
+
+
+class Run:
+    """A finished recipe run: its folder, the metrics it returned, and how it was called."""
+
+    def __init__(self, directory, metrics, argv):
+        self.dir, self.metrics, self.argv = directory, metrics, argv
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+
+def _run(name, output_dir, argv):
+    return Run(str(output_dir), recipe_main(name, argv), argv)
+
+
+@pytest.fixture(scope="session")
+def translate_transformer(data_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("translate_transformer")
+    return _run("translate", output, translate_argv(data_dir, output, "transformer"))
+
+
+@pytest.fixture(scope="session")
+def translate_rnn_attention(data_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("translate_rnn_attention")
+    return _run("translate", output, translate_argv(data_dir, output, "rnn-attention"))
+
+
+@pytest.fixture(scope="session")
+def classify_run(data_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("classify")
+    return _run("classify", output, classify_argv(data_dir, output))
+
+
+@pytest.fixture(scope="session")
+def tag_run(data_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("tag")
+    return _run("tag", output, tag_argv(data_dir, output))
+
+
+@pytest.fixture(scope="session")
+def lm_run(data_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("lm")
+    return _run("lm", output, lm_argv(data_dir, output))

@@ -1,0 +1,126 @@
+"""Bad input ends a recipe with exit status 2 and one `NAME: error: ...` line on stderr, before any training."""
+
+import pytest
+from recipe_runs import classify_argv, lm_argv, recipe_main, tag_argv, translate_argv
+
+
+def error_line(capsys, name, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        recipe_main(name, argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.split("\n") if line]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"{name}: error: "), lines[0]
+    return lines[0]
+
+
+def replaced(argv, flag, value):
+    argv = list(argv)
+    argv[argv.index(flag) + 1] = value
+    return argv
+
+
+@pytest.fixture
+def bad_file(tmp_path):
+    def write(content, name="bad.tsv"):
+        path = tmp_path / name
+        path.write_text(content, encoding="utf-8")
+        return path
+
+    return write
+
+
+def test_missing_valid_file(capsys, data_dir, tmp_path):
+    missing = tmp_path / "nowhere.tsv"
+    line = error_line(capsys, "translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--valid", missing))
+    assert str(missing) in line and "expected an existing file" in line
+
+
+def test_tsv_line_without_a_tab(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("I see.\tJe vois.\n\nA line without a tab\nWe go.\tNous allons.\n")
+    line = error_line(capsys, "translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--train", path))
+    assert "line 3" in line and "source<TAB>target" in line and "A line without a tab" in line
+
+
+def test_tsv_line_with_an_empty_side(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("positive\tGood.\nnegative\t \n")
+    line = error_line(capsys, "classify", replaced(classify_argv(data_dir, tmp_path / "out"), "--valid", path))
+    assert "line 2" in line and "label<TAB>text" in line
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"], ids=["empty", "blank-lines"])
+def test_empty_file(capsys, data_dir, tmp_path, bad_file, content):
+    path = bad_file(content)
+    line = error_line(capsys, "translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--train", path))
+    assert str(path) in line and "no example" in line
+
+
+def test_empty_text_file(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("", "empty.txt")
+    line = error_line(capsys, "lm", replaced(lm_argv(data_dir, tmp_path / "out"), "--valid", path))
+    assert "empty file" in line
+
+
+def test_tagged_line_without_a_tab(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("The\tDET\ncat\tNOUN\n\nA\tDET\ndog NOUN\n", "bad.txt")
+    line = error_line(capsys, "tag", replaced(tag_argv(data_dir, tmp_path / "out"), "--train", path))
+    assert "line 5" in line and "token<TAB>tag" in line
+
+
+def test_undecodable_file(capsys, data_dir, tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("Je suis allé.\tI went.\n".encode("latin-1"))
+    line = error_line(capsys, "translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--train", path))
+    assert "UTF-8" in line
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--epochs", 0, "--epochs: expected a positive integer, got 0"),
+        ("--batch-size", -4, "--batch-size: expected a positive integer, got -4"),
+        ("--max-seconds", 0, "--max-seconds: expected a number > 0, got 0.0"),
+        ("--learning-rate", -1, "--learning-rate: expected a number > 0, got -1.0"),
+    ],
+)
+def test_out_of_range_numbers(capsys, data_dir, tmp_path, flag, value, message):
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out") + [flag, value])
+    assert line == f"translate: error: {message}"
+
+
+def test_train_without_valid(capsys, data_dir, tmp_path):
+    argv = translate_argv(data_dir, tmp_path / "out")
+    index = argv.index("--valid")
+    line = error_line(capsys, "translate", argv[:index] + argv[index + 2 :])
+    assert "--train and --valid" in line
+
+
+def test_tfds_and_train(capsys, data_dir, tmp_path):
+    line = error_line(capsys, "classify", classify_argv(data_dir, tmp_path / "out") + ["--tfds", "imdb_reviews"])
+    assert "--tfds and --train" in line
+
+
+def test_resume_without_a_checkpoint(capsys, data_dir, tmp_path):
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "empty", "transformer", 1, "--resume"))
+    assert "--resume: expected a checkpoint" in line and str(tmp_path / "empty") in line
+
+
+def test_unseen_valid_label(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("positive\tGood.\nneutral\tIt was a film.\n")
+    line = error_line(capsys, "classify", replaced(classify_argv(data_dir, tmp_path / "out"), "--valid", path))
+    assert "neutral" in line and "unseen" in line
+
+
+def test_lm_window_longer_than_the_text(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("Too short.", "short.txt")
+    line = error_line(capsys, "lm", replaced(lm_argv(data_dir, tmp_path / "out"), "--valid", path))
+    assert "--window" in line
+
+
+def test_unknown_model(capsys, data_dir, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        recipe_main("translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--model", "lstm-crf"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument --model: invalid choice: 'lstm-crf'" in err.strip().split("\n")[-1]

@@ -1,0 +1,51 @@
+"""The exported SavedModels serve raw strings with TensorFlow alone, exactly as the recipes predicted."""
+
+import json
+
+from recipe_runs import normalized, read_tsv, run_python
+
+# Runs in a fresh interpreter that imports nothing but TensorFlow.
+SERVE = """
+import json, sys
+import tensorflow as tf
+
+answers = {}
+for name, (path, signature, inputs) in json.loads(sys.argv[1]).items():
+    served = tf.saved_model.load(path)
+    outputs = getattr(served, signature)(tf.constant(inputs))
+    by_signature = served.signatures[signature](tf.constant(inputs))
+    if signature == "classify":
+        probabilities = outputs["probabilities"].numpy()
+        answers[name + ":probability_sums"] = probabilities.sum(-1).tolist()
+        outputs, by_signature = outputs["label"], by_signature["label"]
+    else:
+        (by_signature,) = by_signature.values()
+    answers[name] = [s.decode("utf-8") for s in outputs.numpy()]
+    answers[name + ":signature"] = [s.decode("utf-8") for s in by_signature.numpy()]
+answers["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("keras_seq", "recipes"))
+print(json.dumps(answers))
+"""
+
+
+def test_exports_reproduce_the_predictions_without_keras_seq(translate_transformer, translate_rnn_attention, classify_run, tag_run):
+    runs = {
+        "transformer": (translate_transformer, "translate"),
+        "rnn-attention": (translate_rnn_attention, "translate"),
+        "classify": (classify_run, "classify"),
+        "tag": (tag_run, "tag"),
+    }
+    jobs, expected = {}, {}
+    for name, (run, signature) in runs.items():
+        _, rows = read_tsv(run.path("predictions.tsv"))
+        jobs[name] = (run.path("export"), signature, [r[0] for r in rows])
+        expected[name] = [r[2] for r in rows]
+    answers = json.loads(run_python(SERVE, json.dumps(jobs)).strip().splitlines()[-1])
+    assert answers["modules"] == []
+    for name in runs:
+        assert [normalized(a) for a in answers[name]] == expected[name], name
+        assert answers[name + ":signature"] == answers[name], name
+    assert any(expected["transformer"]) and any(expected["rnn-attention"])  # the translators do emit words
+    assert set(answers["classify"]) <= {"negative", "positive"}
+    assert all(abs(s - 1.0) < 1e-5 for s in answers["classify:probability_sums"])
+    _, tag_rows = read_tsv(tag_run.path("predictions.tsv"))
+    assert [len(a.split()) for a in answers["tag"]] == [len(r[0].split()) for r in tag_rows]  # one tag per token

@@ -1,0 +1,72 @@
+"""classify, tag and lm on tiny user files: metrics recomputed from predictions.tsv, rows in the valid order."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+from recipe_runs import BACKEND, normalized, read_json, read_tsv
+
+from keras_seq.data import loaders
+
+
+def check_common_outputs(run, epochs=1):
+    metrics = read_json(run.path("metrics.json"))
+    assert metrics == pytest.approx(run.metrics)
+    assert metrics["epochs"] == epochs and metrics["backend"] == BACKEND
+    for name in ("model.keras", "checkpoint.keras", "training_curves.png"):
+        assert os.path.getsize(run.path(name)) > 0, name
+    return metrics
+
+
+def test_classify(classify_run, data_dir):
+    metrics = check_common_outputs(classify_run)
+    valid = loaders.read_labelled_tsv(data_dir / "classify_valid.tsv")
+    header, rows = read_tsv(classify_run.path("predictions.tsv"))
+    assert header == ["text", "label", "prediction"]
+    assert [(r[1], r[0]) for r in rows] == valid and len(rows) == metrics["valid_examples"] == 12
+    assert {r[2] for r in rows} <= {"negative", "positive"}
+    assert type(metrics["accuracy"]) is float
+    assert metrics["accuracy"] == pytest.approx(np.mean([r[1] == r[2] for r in rows]))
+    labels = [label for label, _ in valid]
+    assert metrics["majority_baseline"] == pytest.approx(max(labels.count("negative"), labels.count("positive")) / 12)
+    assert metrics["valid_loss"] == pytest.approx(read_json(classify_run.path("checkpoint.json"))["history"]["val_loss"][-1])
+    config = read_json(classify_run.path("export_config.json"))
+    assert config["kind"] == "classify" and config["labels"] == ["negative", "positive"]
+
+
+def test_tag(tag_run, data_dir):
+    metrics = check_common_outputs(tag_run)
+    valid = loaders.read_tagged(data_dir / "tag_valid.txt")
+    header, rows = read_tsv(tag_run.path("predictions.tsv"))
+    assert header == ["sentence", "tags", "prediction"]
+    assert len(rows) == metrics["valid_examples"] == len(valid) == 8
+    for row, sentence in zip(rows, valid):
+        assert row[0] == " ".join(token for token, _ in sentence)
+        assert row[1] == " ".join(tag for _, tag in sentence[:8])  # --max-length 8 cuts the references too
+        assert len(row[2].split()) == min(len(sentence), 8)
+    pairs = [(p, r) for row in rows for p, r in zip(row[2].split(), row[1].split())]
+    assert type(metrics["accuracy"]) is float
+    assert metrics["accuracy"] == pytest.approx(np.mean([p == r for p, r in pairs]))
+    assert metrics["sentence_accuracy"] == pytest.approx(np.mean([r[1] == r[2] for r in rows]))
+    tags = read_json(tag_run.path("export_config.json"))["tags"]
+    assert tags[0] == "<pad>" and {t for row in rows for t in row[2].split()} <= set(tags[1:])
+
+
+def test_lm(lm_run, data_dir):
+    metrics = check_common_outputs(lm_run)
+    assert type(metrics["perplexity"]) is float
+    assert metrics["perplexity"] == pytest.approx(math.exp(metrics["valid_loss"]))
+    assert metrics["valid_loss"] == pytest.approx(read_json(lm_run.path("checkpoint.json"))["history"]["val_loss"][-1])
+    assert metrics["level"] == "char" and metrics["sample"].startswith("Alice")
+    # Valid windows of 15 characters (+1 target): each row's input is the first half of one,
+    # its reference the rest, in the text's order (characters unseen in training decode to nothing).
+    valid = loaders.read_text(data_dir / "lm_valid.txt")
+    known = set(read_json(lm_run.path("vocabularies.json"))["text"]["tokens"])
+    seen = lambda chars: normalized("".join(c for c in chars if c in known))
+    header, rows = read_tsv(lm_run.path("predictions.tsv"))
+    assert header == ["input", "reference", "prediction"]
+    assert len(rows) == metrics["valid_examples"] == (len(valid) - 1) // 15
+    for i, row in enumerate(rows):
+        assert row[0] == seen(valid[15 * i : 15 * i + 7])
+        assert row[1] == seen(valid[15 * i + 7 : 15 * i + 16])

@@ -1,0 +1,94 @@
+"""Training control shared by the recipes: --resume, --max-seconds and --seed."""
+
+import shutil
+
+import keras
+import numpy as np
+import pytest
+from recipe_runs import (
+    BATCH,
+    TRANSLATE_BATCH,
+    TRANSLATE_TRAIN,
+    Run,
+    classify_argv,
+    read_json,
+    read_tsv,
+    recipe_main,
+    translate_argv,
+)
+
+STEPS = TRANSLATE_TRAIN // TRANSLATE_BATCH  # one bucket, so this many translate batches per epoch
+TIMING = ("train_seconds", "total_seconds")
+
+
+def weights(path):
+    return [keras.ops.convert_to_numpy(w) for w in keras.saving.load_model(path, compile=False).weights]
+
+
+def iterations(path):
+    """The optimizer's step count saved in a checkpoint."""
+    return int(keras.ops.convert_to_numpy(keras.saving.load_model(path).optimizer.iterations))
+
+
+def without_timing(metrics):
+    return {k: v for k, v in metrics.items() if k not in TIMING}
+
+
+@pytest.fixture(scope="module")
+def resumed(translate_rnn_attention, data_dir, tmp_path_factory):
+    """The one-epoch rnn-attention run, copied and resumed for a second epoch."""
+    output = tmp_path_factory.mktemp("resumed")
+    shutil.copytree(translate_rnn_attention.dir, output, dirs_exist_ok=True)
+    argv = translate_argv(data_dir, output, "rnn-attention", 2, "--resume")
+    return Run(str(output), recipe_main("translate", argv), argv)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data_dir, tmp_path_factory):
+    """The same two epochs in one go (rnn-attention has no dropout: nothing random is left unseeded)."""
+    output = tmp_path_factory.mktemp("uninterrupted")
+    argv = translate_argv(data_dir, output, "rnn-attention", 2)
+    return Run(str(output), recipe_main("translate", argv), argv)
+
+
+def test_resume_continues_epochs_history_and_optimizer(translate_rnn_attention, resumed):
+    first, state = read_json(translate_rnn_attention.path("checkpoint.json")), read_json(resumed.path("checkpoint.json"))
+    assert first["epoch"] == 1 and state["epoch"] == 2
+    assert sorted(state["history"]) == sorted(first["history"]) == ["loss", "masked_accuracy", "val_loss", "val_masked_accuracy"]
+    for key, values in state["history"].items():
+        assert len(values) == 2, key
+        assert values[0] == first["history"][key][0], key  # the first epoch's figures carried over
+    assert read_json(resumed.path("metrics.json"))["epochs"] == resumed.metrics["epochs"] == 2
+    assert iterations(translate_rnn_attention.path("checkpoint.keras")) == STEPS
+    assert iterations(resumed.path("checkpoint.keras")) == 2 * STEPS
+
+
+def test_resume_ends_where_an_uninterrupted_run_ends(resumed, uninterrupted):
+    for got, expected in zip(weights(resumed.path("model.keras")), weights(uninterrupted.path("model.keras")), strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    history, expected = read_json(resumed.path("checkpoint.json"))["history"], read_json(uninterrupted.path("checkpoint.json"))["history"]
+    assert history == {k: pytest.approx(v, rel=1e-5) for k, v in expected.items()}
+    # So are the translations of the two runs.
+    assert read_tsv(resumed.path("predictions.tsv")) == read_tsv(uninterrupted.path("predictions.tsv"))
+    assert without_timing(resumed.metrics) == pytest.approx(without_timing(uninterrupted.metrics), rel=1e-5)
+
+
+def test_max_seconds_stops_after_the_first_batch(data_dir, tmp_path):
+    argv = classify_argv(data_dir, tmp_path, "--epochs", 3, "--max-seconds", 0.001)
+    metrics = recipe_main("classify", argv)
+    assert read_json(tmp_path / "metrics.json") == metrics
+    assert metrics["epochs"] == 1
+    state = read_json(tmp_path / "checkpoint.json")
+    assert state["epoch"] == 1 and all(len(values) == 1 for values in state["history"].values())
+    assert 48 // BATCH > 1  # an epoch has more than one batch, and only the first one ran:
+    assert iterations(tmp_path / "checkpoint.keras") == 1
+    _, rows = read_tsv(tmp_path / "predictions.tsv")
+    assert len(rows) == metrics["valid_examples"] == 12
+
+
+def test_same_seed_same_results(classify_run, data_dir, tmp_path):
+    metrics = recipe_main("classify", classify_argv(data_dir, tmp_path))
+    assert without_timing(metrics) == without_timing(classify_run.metrics)
+    assert read_tsv(tmp_path / "predictions.tsv") == read_tsv(classify_run.path("predictions.tsv"))
+    for got, expected in zip(weights(tmp_path / "model.keras"), weights(classify_run.path("model.keras")), strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-6)

@@ -1,0 +1,84 @@
+"""translate on tiny user files: every output of a run, with figures recomputed from its files."""
+
+import glob
+import os
+
+import keras
+import numpy as np
+import pytest
+from recipe_runs import BACKEND, read_json, read_tsv
+
+import keras_seq as ks
+from keras_seq.data import loaders
+
+MODELS = {"transformer": "translate_transformer", "rnn-attention": "translate_rnn_attention"}
+
+
+@pytest.fixture(params=sorted(MODELS))
+def run(request):
+    return request.getfixturevalue(MODELS[request.param])
+
+
+def is_png(path):
+    with open(path, "rb") as f:
+        header = f.read(8)
+    return header == b"\x89PNG\r\n\x1a\n" and os.path.getsize(path) > 1000
+
+
+def test_metrics_are_recomputed_from_predictions(run, data_dir):
+    metrics = read_json(run.path("metrics.json"))
+    assert metrics == pytest.approx(run.metrics)  # what run() returned is what it wrote
+    assert type(metrics["bleu"]) is float and type(metrics["chrf"]) is float
+    assert 0.0 <= metrics["bleu"] <= 100.0 and 0.0 < metrics["chrf"] <= 100.0
+    header, rows = read_tsv(run.path("predictions.tsv"))
+    assert header == ["source", "reference", "prediction"]
+    predictions, references = [r[2] for r in rows], [r[1] for r in rows]
+    assert metrics["bleu"] == pytest.approx(ks.metrics.corpus_bleu(predictions, references), abs=1e-9)
+    assert metrics["chrf"] == pytest.approx(ks.metrics.corpus_chrf(predictions, references), abs=1e-9)
+    assert metrics["exact_match"] == pytest.approx(np.mean([p == r for p, r in zip(predictions, references)]))
+    assert metrics["epochs"] == 1
+    assert metrics["backend"] == BACKEND
+    assert metrics["model"] == run.argv[run.argv.index("--model") + 1]
+    assert metrics["valid_examples"] == 12
+    state = read_json(run.path("checkpoint.json"))
+    assert metrics["valid_loss"] == pytest.approx(state["history"]["val_loss"][-1])
+    assert metrics["valid_token_accuracy"] == pytest.approx(state["history"]["val_masked_accuracy"][-1])
+
+
+def test_predictions_follow_the_valid_file(run, data_dir):
+    valid = loaders.read_parallel_tsv(data_dir / "translate_valid.tsv")
+    header, rows = read_tsv(run.path("predictions.tsv"))
+    assert len(rows) == len(valid) == 12
+    assert [(r[0], r[1]) for r in rows] == valid
+    assert all(len(r) == 3 for r in rows)
+
+
+def test_output_files(run):
+    for name in ("model.keras", "checkpoint.keras", "vocabularies.json", "export_config.json"):
+        assert os.path.getsize(run.path(name)) > 0, name
+    assert os.path.isfile(run.path("export", "saved_model.pb"))
+    assert glob.glob(run.path("export", "variables", "variables.data-*"))
+    for name in ("training_curves.png", "sinusoidal_encoding.png"):
+        assert is_png(run.path(name)), name
+    if "rnn-attention" in run.argv:
+        assert is_png(run.path("attention.png"))
+    state = read_json(run.path("checkpoint.json"))
+    assert state["epoch"] == 1
+    assert sorted(state["history"]) == ["loss", "masked_accuracy", "val_loss", "val_masked_accuracy"]
+    assert all(len(values) == 1 for values in state["history"].values())
+    for phase in ("train", "validation"):  # TensorBoard logs
+        events = glob.glob(run.path("logs", phase, "events.out.tfevents.*"))
+        assert events and all(os.path.getsize(e) > 0 for e in events), phase
+    config = read_json(run.path("export_config.json"))
+    assert config["kind"] == "translate" and config["num_beams"] == 2
+    assert config["source_length"] == config["max_length"] == 8  # the one bucket edge of these short pairs
+
+
+def test_model_keras_matches_the_vocabularies(run):
+    vocabularies = read_json(run.path("vocabularies.json"))
+    model = keras.saving.load_model(run.path("model.keras"), compile=False)
+    source = np.array([[4, 5, 6, 0, 0, 0, 0, 0]], "int32")
+    target = np.array([[1, 7, 8, 9, 0, 0, 0, 0]], "int32")
+    logits = keras.ops.convert_to_numpy(model({"encoder_inputs": source, "decoder_inputs": target}))
+    assert logits.shape == (1, 8, len(vocabularies["target"]["tokens"]) + 4)
+    assert np.all(np.isfinite(logits))
