@@ -173,31 +173,56 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def run_backends(script, forwarded, backends=BACKENDS):
+def run_backends(script, forwarded, backends=BACKENDS, records_path=None):
     """Run `script --backend-run *forwarded` once per backend; gather its JSON records.
 
     Returns `(records, notes)`: every record with a `backend` key added, and a note
-    per failed run (its last stderr line) or per `{"note": ...}` record.
+    per failed run (its last stderr line) or per `{"note": ...}` record. With
+    `records_path`, each record is also appended to that file (JSON lines) as it
+    arrives, so a run cut short keeps what it measured (see `load_records`).
     """
+    import tempfile
+
     records, notes = [], []
+
+    def keep(record):
+        if "note" in record:
+            notes.append(f"{record['backend']}: {record['note']}")
+        else:
+            records.append(record)
+        if records_path:
+            with open(records_path, "a") as file:
+                file.write(json.dumps(record) + "\n")
+
     for backend in backends:
         print(f"running the {backend} backend ...", file=sys.stderr, flush=True)
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        result = subprocess.run(
-            [sys.executable, str(script), "--backend-run", *forwarded], env=env, cwd=REPO, capture_output=True, text=True
-        )
-        for line in result.stdout.splitlines():
-            if not line.startswith("{"):
-                continue
+        command = [sys.executable, str(script), "--backend-run", *forwarded]
+        with tempfile.TemporaryFile("w+") as errors:
+            process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=errors, text=True)
+            for line in process.stdout:
+                if line.startswith("{"):
+                    keep({"backend": backend, **json.loads(line)})
+            returncode = process.wait()
+            errors.seek(0)
+            stderr = errors.read()
+        if returncode:
+            sys.stderr.write(stderr[-4000:])
+            last = (stderr.strip().splitlines() or ["no output"])[-1]
+            keep({"backend": backend, "note": f"the backend run failed (exit {returncode}): {last[:300]}"})
+    return records, notes
+
+
+def load_records(path):
+    """`(records, notes)` from a file written by `run_backends(..., records_path=path)`."""
+    records, notes = [], []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("{"):
             record = json.loads(line)
             if "note" in record:
-                notes.append(f"{backend}: {record['note']}")
+                notes.append(f"{record['backend']}: {record['note']}")
             else:
-                records.append({"backend": backend, **record})
-        if result.returncode:
-            sys.stderr.write(result.stderr[-4000:])
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            notes.append(f"{backend}: the backend run failed (exit {result.returncode}): {last[:300]}")
+                records.append(record)
     return records, notes
 
 

@@ -16,8 +16,9 @@ Keras models are compiled with `SGD(1e-3)` and `loss="mse"` at the default
 `jit_compile` (XLA on TensorFlow, `jax.jit` on JAX, eager on torch) and timed with
 `model.train_on_batch`, whose loss is turned into a Python float every step so
 asynchronous backends finish. After `--warmup` steps (compilation), `--steps` steps
-are timed with `time.perf_counter`; a row gives the median and the minimum ms/step
-and B*T / median tokens/s. Native PyTorch (default thread count) runs in the torch
+of each implementation are timed with `time.perf_counter`, interleaved (one step of
+each in turn, `_timing.time_interleaved`) so a change of load on the shared CPU hits
+all alike; a row gives the median and the minimum ms/step and B*T / median tokens/s. Native PyTorch (default thread count) runs in the torch
 backend's process only.
 
 Run from the repository root with the test virtualenv:
@@ -32,25 +33,16 @@ fails, or of keras-hub when it is not installed, become notes under the table.
 """
 
 import argparse
-import datetime
-import importlib.metadata
-import json
 import os
-import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-BACKENDS = ("tensorflow", "jax", "torch")
+import _timing
+from _timing import BACKENDS
+
 HIDDEN, HEADS, KEY_DIM, FEED_FORWARD, BLOCKS = 256, 4, 64, 1024, 4
 ATTENTION = "self-attention"
 ENCODER = f"{BLOCKS} pre-norm encoder blocks"
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _emit(**record):
-    print(json.dumps(record), flush=True)
+_emit = _timing.emit
 
 
 def _keras_cases(batch, length):
@@ -145,52 +137,29 @@ def backend_run(args):
     cases = _keras_cases(args.batch_size, args.length)
     if backend == "torch":
         cases += _torch_cases(args.batch_size, args.length)
-    for benchmark, implementation, make_step in cases:
-        try:
-            train_step = make_step()
-            for _ in range(args.warmup):
-                train_step()
-            times = []
-            for _ in range(args.steps):
-                start = time.perf_counter()
-                train_step()
-                times.append(time.perf_counter() - start)
-        except Exception as error:  # one failing layer must not hide the other rows
-            message = (str(error).strip().splitlines() or [""])[0][:300]
-            _emit(note=f"{implementation} failed on {backend}: {type(error).__name__}: {message}")
-            continue
-        median = statistics.median(times)
-        _emit(benchmark=benchmark, implementation=implementation, backend=backend, median_ms=median * 1e3,
-              min_ms=min(times) * 1e3, tokens_per_s=args.batch_size * args.length / median)
+    names = {implementation: benchmark for benchmark, implementation, _ in cases}
 
+    def failed(implementation, error):  # one failing layer must not hide the other rows
+        _emit(note=f"{implementation} failed on {backend}: {_timing.first_line(error)}")
 
-def _git_commit():
-    def git(*command):
-        return subprocess.run(["git", *command], cwd=REPO, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # Interleaved: one timed step of each implementation per round (see _timing.time_interleaved).
+    times = _timing.time_interleaved({implementation: make_step for _, implementation, make_step in cases},
+                                     rounds=args.steps, warmup=args.warmup, on_error=failed)
+    for implementation, seconds in times.items():
+        median, low = _timing.summary(seconds)
+        _emit(benchmark=names[implementation], implementation=implementation, backend=backend,
+              median_ms=median * 1e3, min_ms=low * 1e3, tokens_per_s=args.batch_size * args.length / median)
 
 
 def _header(args):
-    versions = []
-    for package in ("keras", "tensorflow", "jax", "torch", "keras-hub"):
-        try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{package} not installed")
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
-               "unknown CPU")
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return [
-        f"## Layer training step, {date}",
+        f"## Layer training step, {_timing.utc_now()}",
         "",
-        f"- Commit: {_git_commit()}",
-        f"- Versions: {', '.join(versions)}",
-        f"- CPU: {cpu}, {os.cpu_count()} cores",
+        f"- Commit: {_timing.git_commit()}",
+        f"- Versions: {_timing.versions()}",
+        f"- CPU: {_timing.cpu_name()}, {os.cpu_count()} cores",
         f"- Configuration: B={args.batch_size}, T={args.length}, D={HIDDEN}, {HEADS} heads of {KEY_DIM}, "
-        f"feed-forward {FEED_FORWARD}; float32; {args.warmup} warm-up + {args.steps} timed steps"
+        f"feed-forward {FEED_FORWARD}; float32; {args.warmup} warm-up + {args.steps} timed steps, interleaved"
         + (" (`--quick` smoke test, not a measurement)" if args.quick else ""),
         "",
     ]
@@ -219,32 +188,14 @@ def drive(args):
     """Run every backend in its own process and print (and optionally append) the Markdown section."""
     forwarded = ["--steps", str(args.steps), "--warmup", str(args.warmup),
                  "--batch-size", str(args.batch_size), "--length", str(args.length)]
-    rows, notes = [], []
-    for backend in BACKENDS:
-        print(f"running the {backend} backend ...", file=sys.stderr, flush=True)
-        env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        result = subprocess.run([sys.executable, __file__, "--backend-run", *forwarded],
-                                env=env, cwd=REPO, capture_output=True, text=True)
-        for line in result.stdout.splitlines():
-            if line.startswith("{"):
-                record = json.loads(line)
-                if "note" in record:
-                    notes.append(f"{backend}: {record['note']}")
-                else:
-                    rows.append(record)
-        if result.returncode:
-            sys.stderr.write(result.stderr)
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            notes.append(f"{backend}: the backend run failed (exit {result.returncode}): {last}")
+    rows, notes = _timing.run_backends(Path(__file__).resolve(), forwarded)
     lines = _header(args) + _table(rows)
     if notes:
         lines += ["", "Notes:", *(f"- {note}" for note in notes)]
     section = "\n".join(lines) + "\n"
     print(section)
-    if args.write:
-        path = Path(args.write)
-        existing = path.read_text() if path.exists() else "# Benchmarks\n"
-        path.write_text(f"{existing.rstrip()}\n\n{section}")
+    if args.write:  # appended: earlier layer sections stay, with the readings written under them
+        _timing.write_section(args.write, "## Layer training step", section, replace=False)
 
 
 def main():

@@ -55,6 +55,7 @@ GEN_BATCH, PROMPT, NEW_TOKENS, BEAMS = 8, 16, 112, 4
 TITLE = "## Transformer LM (issue #4)"
 
 KS, HUB, TORCH, HF = "keras_seq transformer_lm", "keras-hub", "native PyTorch", "HF transformers GPT-2"
+KS_NO_MASK = "keras_seq layers, no padding mask (diagnostic)"
 
 
 def matmul_parameters(vocabulary, layers, hidden, feed_forward):
@@ -83,6 +84,21 @@ def keras_seq_lm(args, length):
         args.vocabulary, length, num_layers=args.layers, hidden_dim=args.hidden, num_heads=HEADS,
         intermediate_dim=args.feed_forward, dropout=0.0,
     )
+
+
+def keras_seq_lm_without_padding_mask(args):
+    """transformer_lm's layers with `mask_zero=False`: what the id-0 padding mask costs (diagnostic row)."""
+    import keras
+
+    import keras_seq as ks
+
+    inputs = keras.Input((None,), dtype="int32")
+    h = ks.layers.TokenAndPositionEmbedding(args.vocabulary, args.length, args.hidden, positional="learned",
+                                            mask_zero=False)(inputs)
+    for _ in range(args.layers):
+        h = ks.layers.TransformerDecoderBlock(HEADS, args.feed_forward, dropout=0.0)(h)
+    h = keras.layers.LayerNormalization(epsilon=1e-5)(h)
+    return keras.Model(inputs, keras.layers.Dense(args.vocabulary, dtype="float32")(h))
 
 
 def keras_hub_lm(args):
@@ -132,14 +148,14 @@ def _setup(args):
     import keras
 
     info = _timing.device()
-    flash = args.flash_attention == "on" or (args.flash_attention == "auto" and info["kind"] != "cpu")
-    if flash:
-        keras.config.enable_flash_attention()
+    if args.flash_attention == "on":
+        keras.config.enable_flash_attention()  # Keras' default: used where the backend's kernel takes the inputs
     else:
         keras.config.disable_flash_attention()
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    return {**info, "flash_attention": flash, "precision": "mixed_bfloat16" if args.mixed_precision else "float32"}
+    return {**info, "flash_attention": args.flash_attention,
+            "precision": "mixed_bfloat16" if args.mixed_precision else "float32"}
 
 
 def _training_cases(args, on_error):
@@ -162,6 +178,8 @@ def _training_cases(args, on_error):
         return make
 
     cases = {KS: keras_step(lambda: keras_seq_lm(args, args.length))}
+    if args.diagnostic:
+        cases[KS_NO_MASK] = keras_step(lambda: keras_seq_lm_without_padding_mask(args))
     try:
         import keras_hub  # noqa: F401
 
@@ -283,6 +301,7 @@ def _hf_generate(args, prompt):
 
 
 def backend_run(args):
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX and PyTorch share one GPU here
     import keras
 
     keras.utils.set_random_seed(0)
@@ -328,14 +347,13 @@ def _ratio(a, b):
 
 
 def _tables(args, records):
-    by = {}
-    peaks = {}
-    devices = {}
+    by, peaks, devices, sizes = {}, {}, {}, set()
     for record in records:
         backend = record["backend"]
         if record["record"] == "device":
             devices[backend] = record
         elif record["record"] == "peak":
+            sizes.add(record["size"])
             for key, value in record.items():
                 if key.endswith("_flops"):
                     peaks[(backend, key)] = max(value, peaks.get((backend, key), 0.0))
@@ -356,7 +374,7 @@ def _tables(args, records):
     for backend in backends:
         ks = by.get(("train", backend, KS))
         ks_rate = ks["tokens_per_s"] if ks else None
-        for name in (KS, HUB, TORCH):
+        for name in (KS, KS_NO_MASK, HUB, TORCH):
             row = by.get(("train", backend, name))
             if row is None:
                 continue
@@ -408,7 +426,7 @@ def _tables(args, records):
     n = matmul_parameters(args.vocabulary, args.layers, args.hidden, args.feed_forward)
     lines += ["", f"FLOPs per token: training `6N + 12LDT` = {train_flops / 1e6:.1f} MFLOP (N = {n:,} matmul "
               f"parameters), generation `2N + 4LDc` = {gen_flops / 1e6:.1f} MFLOP per new token (prompt prefill not "
-              f"counted). Peak: the faster of two medians of a {'2048' if all(d['kind'] == 'cpu' for d in devices.values()) else 'N'}"
+              f"counted). Peak: the faster of two medians of a {'/'.join(map(str, sorted(sizes)))}"
               f"-square `keras.ops.matmul` measured at the start and end of each backend's run; MFU = tokens/s x "
               f"FLOPs per token / peak ({precision} peak)."]
     return lines, devices
@@ -423,20 +441,24 @@ def drive(args):
         "--feed-forward", str(args.feed_forward), "--gen-batch", str(args.gen_batch), "--prompt", str(args.prompt),
         "--new-tokens", str(args.new_tokens),
     ] + (["--mixed-precision"] if args.mixed_precision else []) + ([] if args.hub_beam else ["--no-hub-beam"])
-    records, notes = _timing.run_backends(Path(__file__).resolve(), forwarded, args.backends)
+    forwarded += [] if args.diagnostic else ["--no-diagnostic"]
+    if args.from_records:
+        records, notes = _timing.load_records(args.from_records)
+    else:
+        records, notes = _timing.run_backends(Path(__file__).resolve(), forwarded, args.backends, args.records)
     tables, devices = _tables(args, records)
     labels = sorted({_timing.device_label(d) for d in devices.values()}) or ["CPU"]
     label = " / ".join(labels)
-    flash = sorted({str(d.get("flash_attention")) for d in devices.values()})
+    precision = "mixed_bfloat16" if args.mixed_precision else "float32"
     header = [
-        f"{TITLE}, {label}, {_timing.utc_now()}",
+        f"{TITLE}, {label}, {precision}, {_timing.utc_now()}",
         "",
         f"- Commit: {_timing.git_commit()}",
         f"- Versions: {_timing.versions()}",
         f"- Machine: {_timing.cpu_name()}, {os.cpu_count()} cores; device: {label}",
         f"- Configuration: V={args.vocabulary}, {args.layers} pre-norm blocks, D={args.hidden}, {HEADS} heads, "
         f"FF={args.feed_forward}, T={args.length}, B={args.batch_size}; "
-        f"{'mixed_bfloat16' if args.mixed_precision else 'float32'}; flash attention enabled: {', '.join(flash)}; "
+        f"{precision}; keras.config flash attention: {args.flash_attention}; "
         f"training: {args.warmup} warm-up steps, then {args.rounds} interleaved rounds of {args.steps} step(s); "
         f"generation: {args.gen_rounds} interleaved rounds"
         + (" (`--quick` smoke test, not a measurement)" if args.quick else ""),
@@ -449,7 +471,7 @@ def drive(args):
     section = "\n".join(lines) + "\n"
     print(section)
     if args.write:
-        _timing.write_section(args.write, f"{TITLE}, {label},", section)
+        _timing.write_section(args.write, f"{TITLE}, {label}, {precision},", section)
 
 
 def main():
@@ -457,7 +479,7 @@ def main():
     parser.add_argument("--backend-run", action="store_true", help="measure the current KERAS_BACKEND only (JSON lines)")
     parser.add_argument("--backends", default=",".join(_timing.BACKENDS), help="comma-separated (driver mode)")
     parser.add_argument("--parts", default="train,generate", help="comma-separated: train, generate")
-    parser.add_argument("--rounds", type=int, default=8, help="interleaved training rounds (default 8)")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved training rounds (default 6)")
     parser.add_argument("--steps", type=int, default=2, help="training steps per case per round (default 2)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps per case (default 3)")
     parser.add_argument("--gen-rounds", type=int, default=4, help="interleaved generate() rounds (default 4)")
@@ -471,12 +493,17 @@ def main():
     parser.add_argument("--prompt", type=int, default=PROMPT)
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
     parser.add_argument("--mixed-precision", action="store_true", help="mixed_bfloat16 (meant for GPUs)")
-    parser.add_argument("--flash-attention", choices=("auto", "on", "off"), default="auto",
-                        help="keras.config flash attention: auto = on for a GPU, off on CPU")
+    parser.add_argument("--flash-attention", choices=("on", "off"), default="on",
+                        help="keras.config.enable_flash_attention() (default; Keras' own default) or disable it")
+    parser.add_argument("--no-diagnostic", dest="diagnostic", action="store_false",
+                        help="skip the diagnostic row (transformer_lm's layers without the padding mask)")
     parser.add_argument("--no-hub-beam", dest="hub_beam", action="store_false",
                         help="skip keras-hub's beam search (slow on TensorFlow)")
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny rounds, B=4, T=32, 8 new tokens")
     parser.add_argument("--write", metavar="PATH", help="also put the Markdown section into PATH")
+    parser.add_argument("--records", metavar="PATH", help="also append every measurement to PATH (JSON lines)")
+    parser.add_argument("--from-records", metavar="PATH",
+                        help="make the tables from a --records file instead of measuring (same other flags)")
     args = parser.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     args.parts = [p for p in args.parts.split(",") if p]

@@ -166,6 +166,32 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
     return ids, scores, lengths
 
 
+def greedy_ragged_prompts(model, ids, prompt_lengths):
+    """Greedy continuation of language-model prompts of different lengths, as tensor operations.
+
+    `ids` `(B, L)` holds each row's prompt right-padded with zeros, `prompt_lengths`
+    `(B,)` their lengths (at least 1). The model reads one position per step: while a
+    row is inside its prompt the prompt's next id is kept (teacher forcing), after it
+    the most likely id is written. Returns the filled `(B, L)` ids. Used where one
+    batch mixes prompt lengths, e.g. a SavedModel serving raw strings (`generate`
+    needs one prompt length per call).
+    """
+    ids = ops.cast(ids, "int32")
+    prompt_lengths = ops.cast(prompt_lengths, "int32")
+    max_length = ops.shape(ids)[1]
+    ids, _, cache, context = model._decoding_start(ids, max_length, 1)
+
+    def body(step, ids, cache):
+        logits, cache = model._decoding_step(ids[:, step][:, None], cache, step, context)
+        chosen = ops.cast(ops.argmax(_mask_forbidden(logits[:, -1], step, None, 0), axis=-1), "int32")
+        following = ids[:, step + 1]
+        token = ops.where(step + 1 < prompt_lengths, following, chosen)
+        return step + 1, ops.slice_update(ids, (0, step + 1), token[:, None]), cache
+
+    _, ids, _ = ops.while_loop(lambda step, ids, cache: step < max_length - 1, body, (ops.convert_to_tensor(0, "int32"), ids, cache))
+    return ids
+
+
 def check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences, min_length=0):
     owner = f"{type(model).__name__}.generate"
     v.check_choice(owner, "strategy", strategy, STRATEGIES)

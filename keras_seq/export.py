@@ -102,7 +102,37 @@ def export_tagger(model, vocabulary, tags, path, sequence_length):
     tf.saved_model.save(module, path, signatures={"tag": tag, "serving_default": tag})
 
 
-KINDS = ("translate", "classify", "tag")
+def export_language_model(model, vocabulary, path, max_length):
+    """Write a SavedModel whose `generate(strings (B,)) -> strings (B,)` continues each prompt greedily.
+
+    Each prompt (of any length, cut to `max_length - 1` tokens; an empty one starts
+    from the unknown token) is continued to `max_length` tokens; the result is the
+    prompt and its continuation as one string.
+    """
+    import tensorflow as tf
+
+    from keras_seq import decoding
+    from keras_seq.data import text
+
+    _require_tensorflow_backend("export_language_model")
+    module = tf.Module()
+    module.model = model
+    module.table = vocabulary.lookup_table()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
+    def generate(prompts):
+        prompt_ids = vocabulary.encode(prompts, table=module.table)[:, : max_length - 1]
+        lengths = tf.cast(prompt_ids.row_lengths(), tf.int32)
+        ids = prompt_ids.to_tensor(shape=[None, max_length])
+        first = tf.where(lengths == 0, text.UNKNOWN, ids[:, 0])
+        ids = tf.concat([first[:, None], ids[:, 1:]], axis=1)
+        return vocabulary.decode(decoding.greedy_ragged_prompts(module.model, ids, tf.maximum(lengths, 1)))
+
+    module.generate = generate
+    tf.saved_model.save(module, path, signatures={"generate": generate, "serving_default": generate})
+
+
+KINDS = ("translate", "classify", "tag", "lm")
 
 
 def write_run_config(directory, kind, vocabularies, **settings):
@@ -136,6 +166,8 @@ def export_run(directory):
     kind = config.pop("kind")
     if kind == "translate":
         export_translator(model, vocabularies["source"], vocabularies["target"], path, **config)
+    elif kind == "lm":
+        export_language_model(model, vocabularies["text"], path=path, **config)
     elif kind == "classify":
         export_classifier(model, vocabularies["text"], path=path, **config)
     else:

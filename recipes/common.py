@@ -156,9 +156,13 @@ def train(args, build_and_compile, batches, valid):
     first_epoch, epochs)` the training batches (one epoch when `seed` is None);
     `valid` the validation batches.
     """
+    import tensorflow as tf
+
     from keras_seq.data import pipeline
 
     steps_per_epoch = pipeline.count_batches(batches(None, 0, 1))
+    # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
+    valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
     model, first_epoch, history, spent = resume_state(args)
     with distribution_scope(args):
         if model is None:

@@ -25,7 +25,7 @@ MODELS = ("lstm", "transformer")
 
 
 def parse(argv=None):
-    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=10, batch_size=32)
+    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=20, batch_size=8)
     p.add_argument("--level", choices=("char", "word"), default="char", help="what a token is")
     p.add_argument("--window", type=int, default=64, help="tokens per training window (truncated backpropagation length)")
     p.add_argument("--hidden-dim", type=int, default=256, help="LSTM units / Transformer width")
@@ -94,11 +94,15 @@ def run(args):
         return model
 
     model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid_rows))
+    # Valid windows split in half: the first half is the prompt, the exported model continues it.
     half = args.window // 2
     rows = np.asarray(valid_rows, "int32")
-    continued = np.asarray(model.generate(rows[:, :half], args.window + 1, end_id=None))
     decode = lambda ids: [s.decode("utf-8") for s in vocab["text"].decode(ids).numpy()]
-    common.write_predictions(args.output_dir, zip(decode(rows[:, :half]), decode(rows[:, half:]), decode(continued[:, half:])))
+    prompts, references = decode(rows[:, :half]), decode(rows[:, half:])
+    continuer = common.export_and_load(args, "lm", vocab, max_length=args.window + 1)
+    outputs = [s.decode("utf-8") for s in continuer.generate(tf.constant(prompts)).numpy()]
+    continuations = [output[len(prompt) :] if output.startswith(prompt) else output for prompt, output in zip(prompts, outputs)]
+    common.write_predictions(args.output_dir, zip(prompts, references, continuations), ("prompt", "reference", "prediction"))
     prompt = vocab["text"].encode([args.prompt]).to_tensor()
     longest = model.get_config().get("sequence_length") or prompt.shape[1] + args.generate_length  # a Transformer's limit
     generated = model.generate(prompt, min(prompt.shape[1] + args.generate_length, longest), strategy=args.strategy, k=5, seed=args.seed)

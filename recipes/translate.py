@@ -90,9 +90,8 @@ def teacher_forcing(batch):
 
 
 def attention_examples(model, vocab, sources, translations, count=3):
-    """(weights (T, S), source tokens, target tokens) for a few translations, or None if the model has no attention."""
-    if not hasattr(model, "attention_weights") or getattr(model, "_weights_model", True) is None:
-        return None
+    """(weights (T, S), source tokens, target tokens) for a few translations: Bahdanau weights, or the
+    Transformer's last cross-attention averaged over heads."""
     examples = []
     for source, translation in list(zip(sources, translations))[:count]:
         source_ids = vocab["source"].encode([source]).to_tensor()
@@ -159,9 +158,10 @@ def run(args):
         "backend": keras.backend.backend(),
         "valid_examples": len(valid_pairs),
     }
-    examples = attention_examples(model, vocab, sources, predictions)
-    if examples:
-        common.plot_attention(examples, os.path.join(args.output_dir, "attention.png"), f"{args.model}: attention of valid translations")
+    if args.model != "rnn":  # the plain encoder-decoder has no attention to show
+        title = "Bahdanau attention" if args.model == "rnn-attention" else "last decoder block's cross-attention, mean over heads"
+        examples = attention_examples(model, vocab, sources, predictions)
+        common.plot_attention(examples, os.path.join(args.output_dir, "attention.png"), f"{args.model}: {title}")
     common.plot_sinusoidal_encoding(os.path.join(args.output_dir, "sinusoidal_encoding.png"))
     common.write_metrics(args.output_dir, metrics)
     for source, reference, prediction in list(zip(sources, references, predictions))[:3]:

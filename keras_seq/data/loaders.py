@@ -13,7 +13,7 @@ def _lines(path):
     if not os.path.isfile(path):
         raise ValueError(f"data file {path!r}: expected an existing file, got no such file.")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # -sig: a byte order mark (Windows editors) is not text
             return f.read().splitlines()
     except UnicodeDecodeError as error:
         raise ValueError(f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start}.") from None

@@ -103,15 +103,17 @@ class TokenMasker:
 
         is_excluded = tf.reduce_any(tf.equal(wide_ids[..., None], self._excluded_ids), axis=-1)
         selected = tf.logical_and(~is_excluded, self._generator.uniform(shape) < self.selection_rate)
-        # One uniform draw splits the selected positions: [0, mask) -> mask id,
-        # [mask, mask + random) -> random id, the rest keep their id.
+        # One uniform draw splits the selected positions: [0, mask_rate) -> mask id,
+        # [mask_rate, mask_rate + random_rate) -> random id, the rest keep their id.
         split = self._generator.uniform(shape)
         random_ids = tf.gather(
             self._replacement_ids, self._generator.uniform(shape, maxval=self._replacement_ids.shape[0], dtype=tf.int64)
         )
-
-        corrupted = tf.where(split < self.mask_rate, tf.constant(self.mask_id, tf.int64), wide_ids)
-        corrupted = tf.where((split >= self.mask_rate) & (split < self.mask_rate + self.random_rate), random_ids, corrupted)
+        corrupted = tf.where(
+            split < self.mask_rate,
+            tf.constant(self.mask_id, tf.int64),
+            tf.where(split < self.mask_rate + self.random_rate, random_ids, wide_ids),
+        )
         inputs = tf.cast(tf.where(selected, corrupted, wide_ids), ids.dtype)
         labels = tf.where(selected, ids, tf.constant(self.ignore_index, ids.dtype))
         if from_numpy:

@@ -51,7 +51,10 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
     def one_epoch(epoch):
         data = examples
         if seed is not None:
-            data = data.shuffle(int(data.cardinality()), seed=seed + epoch)
+            # Not reshuffled per iteration: Keras iterates a dataset once to build an unbuilt
+            # model, then again to train, so only a fixed order keeps epoch e's order a
+            # function of `seed + e` alone (and a resumed run equal to an uninterrupted one).
+            data = data.shuffle(int(data.cardinality()), seed=seed + epoch, reshuffle_each_iteration=False)
         return data.bucket_by_sequence_length(
             length,
             bucket_boundaries=[edge + 1 for edge in edges[:-1]],

@@ -25,6 +25,26 @@ def _project(x, kernel, bias):
     return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, head_dim))
 
 
+def _project_together(x, kernels, biases):
+    """`_project` of one input by several `(D, H, d)` kernels as one matrix product.
+
+    Self-attention projects the same `x` three times (eq. 4.6's Q, K, V): one
+    `(D, 3 H d)` product instead of three `(D, H d)` ones, with the variables kept
+    as they are (Keras' layout), joined at call time.
+    """
+    in_dim = kernels[0].shape[0]
+    widths = [kernel.shape[1] * kernel.shape[2] for kernel in kernels]
+    y = ops.matmul(x, ops.concatenate([ops.reshape(k, (in_dim, w)) for k, w in zip(kernels, widths)], axis=-1))
+    if biases[0] is not None:
+        y = y + ops.concatenate([ops.reshape(b, (w,)) for b, w in zip(biases, widths)], axis=0)
+    splits = [sum(widths[: i + 1]) for i in range(len(widths) - 1)]
+    batch, length = ops.shape(x)[0], ops.shape(x)[1]
+    return [
+        ops.reshape(part, (batch, length, kernel.shape[1], kernel.shape[2]))
+        for part, kernel in zip(ops.split(y, splits, axis=-1), kernels)
+    ]
+
+
 @keras.saving.register_keras_serializable(package="keras_seq")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, seed 000 eq. 4.6 and 5.3-5.4 (Vaswani et al., 2017).
@@ -34,8 +54,9 @@ class MultiHeadAttention(keras.layers.Layer):
     each projection when `use_bias`.
 
     * Uses the fused `keras.ops.dot_product_attention` (flash/cuDNN kernels where the
-      backend has them) whenever attention scores are not requested and no dropout
-      is applied, i.e. always at inference.
+      backend has them, unless `keras.config.disable_flash_attention()` was called)
+      whenever attention scores are not requested and no dropout is applied, i.e.
+      always at inference.
     * The softmax runs in float32 under mixed precision; a query whose keys are all
       masked gets zero weights and a zero context (the output is then the output
       bias), never NaN, in float32, float16 and bfloat16.
@@ -172,11 +193,19 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         key = value if key is None else key
         self._check_inputs(query, value, key, attention_mask, cache, cache_update_index)
+        self_attention = query is value and key is value
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
-        q = _project(query, self.query_kernel, self.query_bias)
-        if cache is not None and cache_update_index is None:
+        if self_attention and (cache is None or cache_update_index is not None):
+            q, k, v_ = _project_together(
+                query,
+                (self.query_kernel, self.key_kernel, self.value_kernel),
+                (self.query_bias, self.key_bias, self.value_bias),
+            )
+        elif cache is not None and cache_update_index is None:
+            q = _project(query, self.query_kernel, self.query_bias)
             k, v_ = cache[:, 0], cache[:, 1]
         else:
+            q = _project(query, self.query_kernel, self.query_bias)
             k = _project(key, self.key_kernel, self.key_bias)
             v_ = _project(value, self.value_kernel, self.value_bias)
         if cache is not None and cache_update_index is not None:
@@ -213,13 +242,18 @@ class MultiHeadAttention(keras.layers.Layer):
         scale = 1.0 / math.sqrt(self.key_dim)
         dropping = self.dropout > 0 and bool(training)
         if not return_attention_scores and not dropping and self.key_dim == self.value_dim:
+            # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
+            # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
+            flash = keras.config.is_flash_attention_enabled()
             if mask is None:
-                return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal), None
+                return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal, flash_attention=flash), None
             has_keys = rows_with_keys(mask)  # (B, Tq, 1)
             # Open fully masked rows to every key so the kernel (and its gradient)
             # stays finite, then zero those rows.
             kernel_mask = ops.logical_or(mask, ops.logical_not(has_keys))
-            output = ops.dot_product_attention(q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=scale)
+            output = ops.dot_product_attention(
+                q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=scale, flash_attention=flash
+            )
             return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output)), None
         if is_causal:
             mask = ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1]), 0)

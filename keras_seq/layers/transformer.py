@@ -93,7 +93,9 @@ class _TransformerBlock(keras.layers.Layer):
         `sublayer` returns `(y, extra)` so a cache can ride along.
         """
         y, extra = sublayer(norm(x) if self.norm_first else x)
-        x = x + dropout(y, training=training)
+        if self.dropout > 0:  # at rate 0 the identity: skip the layer call (eager torch pays for each)
+            y = dropout(y, training=training)
+        x = x + y
         return (x if self.norm_first else norm(x)), extra
 
     def _feed_forward(self, x, training):
@@ -199,9 +201,12 @@ class TransformerDecoderBlock(_TransformerBlock):
         cache: self-attention key/value cache `(B, 2, max_length, H, D/H)`.
         cache_update_index: position of `x`'s first step in the cache.
         training: apply dropout.
+        return_attention_scores: also return the cross-attention weights
+            `(B, H, T, S)` (for plots; not with `cache`).
 
     Returns:
-        `(B, T, D)`, or `(output, new_cache)` when `cache` is given.
+        `(B, T, D)`, or `(output, new_cache)` when `cache` is given, or
+        `(output, cross-attention weights)` when asked for.
     """
 
     def build(self, x_shape, encoder_outputs_shape=None):
@@ -225,9 +230,12 @@ class TransformerDecoderBlock(_TransformerBlock):
         cache=None,
         cache_update_index=None,
         training=None,
+        return_attention_scores=False,
     ):
         owner = v.owner_name(self)
         v.check_rank(owner, "x", x, 3)
+        if return_attention_scores and (cache is not None or not self.has_cross_attention):
+            v.fail(owner, "return_attention_scores", "a block with cross-attention called without cache", "True")
         if (encoder_outputs is not None) != self.has_cross_attention:
             built = "with" if self.has_cross_attention else "without"
             v.fail(owner, "encoder_outputs", f"the same presence as at build time ({built})", type(encoder_outputs).__name__)
@@ -251,15 +259,16 @@ class TransformerDecoderBlock(_TransformerBlock):
         if self.has_cross_attention:
             v.check_rank(owner, "encoder_outputs", encoder_outputs, 3)
             encoder_padding_mask = self._padding_mask("encoder_padding_mask", encoder_padding_mask, encoder_outputs)
-            x, _ = self._residual(
-                x,
-                self.cross_attention_norm,
-                lambda h: (
-                    self.cross_attention(h, encoder_outputs, value_mask=encoder_padding_mask, training=training),
-                    None,
-                ),
-                self.cross_attention_dropout,
-                training,
-            )
+
+            def cross_attend(h):
+                result = self.cross_attention(
+                    h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+                    return_attention_scores=return_attention_scores,
+                )
+                return result if return_attention_scores else (result, None)
+
+            x, scores = self._residual(x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training)
         x = self._feed_forward(x, training)
+        if return_attention_scores:
+            return x, scores
         return x if cache is None else (x, new_cache)

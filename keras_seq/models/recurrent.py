@@ -146,6 +146,24 @@ class ConcatenateCondition(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
+class PaddingMaskFromIds(keras.layers.Layer):
+    """Returns `x` unchanged, carrying the Keras mask `token_ids != 0` (losses and metrics skip padding)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, token_ids, x):
+        return x
+
+    def compute_mask(self, token_ids, mask=None):
+        return ops.not_equal(token_ids, 0)
+
+    def compute_output_shape(self, token_ids_shape, x_shape):
+        return x_shape
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
 class RNNLM(GenerativeModel):
     """Recurrent next-token language model (seed 004, vec2seq; seed 001, forward pass).
 
@@ -160,6 +178,15 @@ class RNNLM(GenerativeModel):
     `batch_size`) the states carry over between batches, for truncated
     backpropagation through time over consecutive windows (see
     `keras_seq.data.tbptt_windows`).
+
+    Padding (id 0) goes at the end of a sequence. The recurrence then needs no mask:
+    a position only sees the positions before it, all real, so the logits of real
+    tokens are those of the unpadded sequence; the padding mask rides on the logits
+    instead, so Keras losses and metrics skip padded positions. Without a mask the
+    recurrent layers keep their fused kernels (cuDNN on a GPU; Keras' torch backend
+    drops to a per-step Python loop for any masked LSTM or GRU). With `stateful=True`
+    the mask still reaches the recurrence, so a carried state stops at the last
+    real token.
 
     Build it with `keras_seq.models.rnn_lm`.
     """
@@ -182,7 +209,8 @@ class RNNLM(GenerativeModel):
             v.check_positive_int(owner, "condition_dim", condition_dim)
         if stateful:
             v.check_positive_int(owner, "batch_size (needed when stateful)", batch_size)
-        embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, mask_zero=True, name="embedding")
+        # Unmasked recurrence unless stateful (see the class docstring): the fused kernels stay usable.
+        embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, mask_zero=stateful, name="embedding")
         layers = [
             recurrent_layer(cell, units, return_sequences=True, stateful=stateful, name=f"{cell}_{index}")
             for index in range(num_layers)
@@ -197,7 +225,10 @@ class RNNLM(GenerativeModel):
             inputs, h = {"token_ids": token_ids, "condition": condition}, condition_layer(h, condition)
         for layer in layers:
             h = layer(h)
-        super().__init__(inputs, head(h), **kwargs)
+        logits = head(h)
+        if not stateful:
+            logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(token_ids, logits)
+        super().__init__(inputs, logits, **kwargs)
         self.embedding, self.recurrent_layers, self.head = embedding, layers, head
         self.condition_layer = condition_layer
         self._config = dict(

@@ -296,6 +296,24 @@ class TransformerSeq2Seq(GenerativeModel):
             h = block(h, padding_mask=mask)
         return _normalized(self.encoder_norm, h), mask
 
+    def attention_weights(self, inputs):
+        """Cross-attention weights `(B, T, S)` of the last decoder block, averaged over heads.
+
+        `inputs` as for the model (`encoder_inputs`, `decoder_inputs`, teacher forcing):
+        row t says where target position t looked in the source, for plots.
+        """
+        encoder_outputs, encoder_mask = self.encode(inputs["encoder_inputs"])
+        decoder_ids = inputs["decoder_inputs"]
+        h = self.target_embedding(decoder_ids)
+        decoder_mask = ops.not_equal(decoder_ids, 0)
+        for block in self.decoder_blocks[:-1]:
+            h = block(h, encoder_outputs, decoder_padding_mask=decoder_mask, encoder_padding_mask=encoder_mask)
+        _, scores = self.decoder_blocks[-1](
+            h, encoder_outputs, decoder_padding_mask=decoder_mask, encoder_padding_mask=encoder_mask,
+            return_attention_scores=True,
+        )
+        return ops.mean(ops.cast(scores, "float32"), axis=1)
+
     def _decoding_start(self, encoder_ids, max_length, start_id):
         config = self._config
         _check_decoding_length("TransformerSeq2Seq.generate", max_length, config["target_length"])

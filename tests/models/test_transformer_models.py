@@ -179,3 +179,15 @@ def test_tied_models_generate_with_the_cache_and_save_load(rng, tmp_path, kind):
     assert isinstance(loaded, type(model)) and loaded.count_params() == model.count_params()
     inputs = tiny_inputs(rng, kind)
     np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(model(inputs)), atol=1e-6)
+
+
+def test_seq2seq_cross_attention_weights_are_distributions_over_real_source_tokens():
+    model = ks.models.transformer_seq2seq(20, 20, 6, 5, num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=16)
+    source = np.array([[4, 5, 6, 0, 0, 0], [7, 8, 9, 10, 11, 12]], "int32")
+    target = np.array([[1, 3, 4, 0, 0], [1, 5, 6, 7, 8]], "int32")
+    weights = to_numpy(model.attention_weights({"encoder_inputs": source, "decoder_inputs": target}))
+    assert weights.shape == (2, 5, 6)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
+    with pytest.raises(ValueError, match="return_attention_scores"):
+        model.decoder_blocks[0](np.zeros((1, 2, 16), "float32"), np.zeros((1, 3, 16), "float32"), cache=np.zeros((1, 2, 4, 2, 8), "float32"), cache_update_index=0, return_attention_scores=True)

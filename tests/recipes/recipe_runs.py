@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import keras
 import pytest
@@ -20,7 +21,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from keras_seq.data import alice_text, phrasebook, text  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "tests", "data"))
+from tfds_mock import mocked_tfds  # noqa: E402  (tests/data/tfds_mock.py)
+
+from keras_seq.data import alice_text, loaders, phrasebook, text  # noqa: E402
 from recipes import classify, common, lm, tag, translate  # noqa: E402
 
 BACKEND = keras.backend.backend()
@@ -105,7 +109,9 @@ def data_dir(tmp_path_factory):
         (directory / name).write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n", encoding="utf-8")
     book = alice_text()
     (directory / "lm_train.txt").write_text(book[:700], encoding="utf-8")
-    (directory / "lm_valid.txt").write_text(book[700:900], encoding="utf-8")
+    # Only characters seen in training, so that every valid character has an id.
+    valid = "".join(c for c in book[700:920] if c in set(book[:700]))
+    (directory / "lm_valid.txt").write_text(valid[:200], encoding="utf-8")
     return directory
 
 
@@ -140,44 +146,76 @@ def lm_argv(data_dir, output_dir, *extra):
 
 
 class Run:
-    """A finished recipe run: its folder, the metrics it returned, and how it was called."""
+    """A finished recipe run: its folder, the metrics it returned, how it was called and what it warned."""
 
-    def __init__(self, directory, metrics, argv):
-        self.dir, self.metrics, self.argv = directory, metrics, argv
+    def __init__(self, directory, metrics, argv, warnings=(), examples=None):
+        self.dir, self.metrics, self.argv = str(directory), metrics, argv
+        self.warnings, self.examples = [str(w.message) for w in warnings], examples
 
     def path(self, *names):
         return os.path.join(self.dir, *names)
 
 
-def _run(name, output_dir, argv):
-    return Run(str(output_dir), recipe_main(name, argv), argv)
+def run_recipe(name, output_dir, argv, examples=None):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        metrics = recipe_main(name, argv)
+    return Run(output_dir, metrics, argv, caught, examples)
+
 
 
 @pytest.fixture(scope="session")
 def translate_transformer(data_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("translate_transformer")
-    return _run("translate", output, translate_argv(data_dir, output, "transformer"))
+    return run_recipe("translate", output, translate_argv(data_dir, output, "transformer"))
 
 
 @pytest.fixture(scope="session")
 def translate_rnn_attention(data_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("translate_rnn_attention")
-    return _run("translate", output, translate_argv(data_dir, output, "rnn-attention"))
+    return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention"))
 
 
 @pytest.fixture(scope="session")
 def classify_run(data_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("classify")
-    return _run("classify", output, classify_argv(data_dir, output))
+    return run_recipe("classify", output, classify_argv(data_dir, output))
 
 
 @pytest.fixture(scope="session")
 def tag_run(data_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("tag")
-    return _run("tag", output, tag_argv(data_dir, output))
+    return run_recipe("tag", output, tag_argv(data_dir, output))
 
 
 @pytest.fixture(scope="session")
 def lm_run(data_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("lm")
-    return _run("lm", output, lm_argv(data_dir, output))
+    return run_recipe("lm", output, lm_argv(data_dir, output))
+
+
+# --tfds: TensorFlow Datasets' mock data (tests/data/tfds_mock.py), nothing downloaded.
+TFDS_EXAMPLES = 16
+
+
+def run_tfds(name, task, output_dir, argv):
+    """Run `task` on `--tfds name`; the Run's `examples` are the (train, valid) examples the mock served."""
+    data_dir = output_dir / "tfds_data"
+    with mocked_tfds(data_dir, name, TFDS_EXAMPLES):
+        examples = loaders.tfds_splits(name, task, data_dir=str(data_dir))[:2]
+        argv = ["--tfds", name, "--tfds-data-dir", data_dir, "--output-dir", output_dir / "run", *argv]
+        return run_recipe(task, output_dir / "run", argv, examples)
+
+
+@pytest.fixture(scope="session")
+def tfds_translate(tmp_path_factory):
+    """ted_hrlr_translate/pt_to_en with the plain RNN encoder-decoder (the one model family the file runs leave out)."""
+    argv = ["--model", "rnn", "--epochs", 1, "--batch-size", BATCH, "--hidden-dim", 16, "--max-length", 8, "--num-beams", 2]
+    return run_tfds("ted_hrlr_translate/pt_to_en", "translate", tmp_path_factory.mktemp("tfds_translate"), argv)
+
+
+@pytest.fixture(scope="session")
+def tfds_classify_stopped(tmp_path_factory):
+    """imdb_reviews, two epochs of four batches asked for, but a 1 ms time budget: training stops after one batch."""
+    argv = ["--epochs", 2, "--max-seconds", 0.001, "--batch-size", 4, "--hidden-dim", 8, "--max-length", 8]
+    return run_tfds("imdb_reviews", "classify", tmp_path_factory.mktemp("tfds_classify"), argv)

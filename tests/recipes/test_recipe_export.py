@@ -4,6 +4,8 @@ import json
 
 from recipe_runs import normalized, read_tsv, run_python
 
+from keras_seq.data import loaders
+
 # Runs in a fresh interpreter that imports nothing but TensorFlow.
 SERVE = """
 import json, sys
@@ -27,20 +29,31 @@ print(json.dumps(answers))
 """
 
 
-def test_exports_reproduce_the_predictions_without_keras_seq(translate_transformer, translate_rnn_attention, classify_run, tag_run):
+def test_exports_reproduce_the_predictions_without_keras_seq(
+    translate_transformer, translate_rnn_attention, classify_run, tag_run, lm_run, data_dir
+):
     runs = {
         "transformer": (translate_transformer, "translate"),
         "rnn-attention": (translate_rnn_attention, "translate"),
         "classify": (classify_run, "classify"),
         "tag": (tag_run, "tag"),
+        "lm": (lm_run, "generate"),
     }
     jobs, expected = {}, {}
     for name, (run, signature) in runs.items():
         _, rows = read_tsv(run.path("predictions.tsv"))
         jobs[name] = (run.path("export"), signature, [r[0] for r in rows])
         expected[name] = [r[2] for r in rows]
+    # The lm's prompts are the first 7 characters of each 16-character valid window, newlines included.
+    valid = loaders.read_text(data_dir / "lm_valid.txt")
+    prompts = [valid[15 * i : 15 * i + 7] for i in range(len(expected["lm"]))]
+    jobs["lm"] = (lm_run.path("export"), "generate", prompts)
     answers = json.loads(run_python(SERVE, json.dumps(jobs)).strip().splitlines()[-1])
     assert answers["modules"] == []
+    # A continuer returns prompt and continuation in one string; predictions.tsv has the continuation.
+    assert all(a.startswith(p) for a, p in zip(answers["lm"], prompts))
+    answers["lm"] = [a[len(p) :] for a, p in zip(answers["lm"], prompts)]
+    answers["lm:signature"] = [a[len(p) :] for a, p in zip(answers["lm:signature"], prompts)]
     for name in runs:
         assert [normalized(a) for a in answers[name]] == expected[name], name
         assert answers[name + ":signature"] == answers[name], name
@@ -48,4 +61,5 @@ def test_exports_reproduce_the_predictions_without_keras_seq(translate_transform
     assert set(answers["classify"]) <= {"negative", "positive"}
     assert all(abs(s - 1.0) < 1e-5 for s in answers["classify:probability_sums"])
     _, tag_rows = read_tsv(tag_run.path("predictions.tsv"))
-    assert [len(a.split()) for a in answers["tag"]] == [len(r[0].split()) for r in tag_rows]  # one tag per token
+    # One tag per token, of the first 8 (--max-length) tokens.
+    assert [len(a.split()) for a in answers["tag"]] == [min(len(r[0].split()), 8) for r in tag_rows]

@@ -59,14 +59,12 @@ def test_lm(lm_run, data_dir):
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["valid_loss"]))
     assert metrics["valid_loss"] == pytest.approx(read_json(lm_run.path("checkpoint.json"))["history"]["val_loss"][-1])
     assert metrics["level"] == "char" and metrics["sample"].startswith("Alice")
-    # Valid windows of 15 characters (+1 target): each row's input is the first half of one,
-    # its reference the rest, in the text's order (characters unseen in training decode to nothing).
+    # Valid windows of 15 characters (+1 target), in the text's order: each row's prompt is
+    # the first 7 characters of one, its reference the other 9.
     valid = loaders.read_text(data_dir / "lm_valid.txt")
-    known = set(read_json(lm_run.path("vocabularies.json"))["text"]["tokens"])
-    seen = lambda chars: normalized("".join(c for c in chars if c in known))
     header, rows = read_tsv(lm_run.path("predictions.tsv"))
-    assert header == ["input", "reference", "prediction"]
+    assert header == ["prompt", "reference", "prediction"]
     assert len(rows) == metrics["valid_examples"] == (len(valid) - 1) // 15
     for i, row in enumerate(rows):
-        assert row[0] == seen(valid[15 * i : 15 * i + 7])
-        assert row[1] == seen(valid[15 * i + 7 : 15 * i + 16])
+        assert row[0] == normalized(valid[15 * i : 15 * i + 7])
+        assert row[1] == normalized(valid[15 * i + 7 : 15 * i + 16])
