@@ -7,17 +7,17 @@ import keras
 import numpy as np
 import pytest
 from recipe_runs import (
+    RNN_TRAIN,
     TRANSLATE_BATCH,
-    TRANSLATE_TRAIN,
-    Run,
     classify_argv,
     read_json,
     read_tsv,
     recipe_main,
+    run_recipe,
     translate_argv,
 )
 
-STEPS = TRANSLATE_TRAIN // TRANSLATE_BATCH  # one bucket, so this many translate batches per epoch
+STEPS = RNN_TRAIN // TRANSLATE_BATCH  # one bucket: this many batches per epoch of the rnn-attention runs
 TIMING = ("train_seconds", "total_seconds")
 
 
@@ -49,16 +49,14 @@ def resumed(translate_rnn_attention, data_dir, tmp_path_factory):
     """The one-epoch rnn-attention run, copied and resumed for a second epoch."""
     output = tmp_path_factory.mktemp("resumed")
     shutil.copytree(translate_rnn_attention.dir, output, dirs_exist_ok=True)
-    argv = translate_argv(data_dir, output, "rnn-attention", 2, "--resume")
-    return Run(str(output), recipe_main("translate", argv), argv)
+    return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention", 2, "--resume"))
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(data_dir, tmp_path_factory):
     """The same two epochs in one go (rnn-attention has no dropout: nothing random is left unseeded)."""
     output = tmp_path_factory.mktemp("uninterrupted")
-    argv = translate_argv(data_dir, output, "rnn-attention", 2)
-    return Run(str(output), recipe_main("translate", argv), argv)
+    return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention", 2))
 
 
 def test_resume_continues_epochs_history_and_optimizer(translate_rnn_attention, resumed):
