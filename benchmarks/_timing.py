@@ -197,9 +197,9 @@ def run_backends(script, forwarded, backends=BACKENDS, records_path=None):
     for backend in backends:
         print(f"running the {backend} backend ...", file=sys.stderr, flush=True)
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        # PyTorch's OpenMP threads spin while they wait: on a CPU shared with other work that made
-        # a 2-thread step up to 10x slower; passive waiting keeps it within noise (override by setting it).
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # OpenMP's default (spinning waits) is what users get and is fastest on a quiet CPU; on a CPU
+        # shared with other work, run with OMP_WAIT_POLICY=PASSIVE (inherited here): spinning torch
+        # threads were then up to 10x slower, passive ones within noise.
         command = [sys.executable, str(script), "--backend-run", *forwarded]
         with tempfile.TemporaryFile("w+") as errors:
             process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=errors, text=True)

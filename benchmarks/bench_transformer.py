@@ -55,7 +55,6 @@ GEN_BATCH, PROMPT, NEW_TOKENS, BEAMS = 8, 16, 112, 4
 TITLE = "## Transformer LM (issue #4)"
 
 KS, HUB, TORCH, HF = "keras_seq transformer_lm", "keras-hub", "native PyTorch", "HF transformers GPT-2"
-KS_NO_MASK = "keras_seq layers, no padding mask (diagnostic)"
 
 
 def matmul_parameters(vocabulary, layers, hidden, feed_forward):
@@ -84,21 +83,6 @@ def keras_seq_lm(args, length):
         args.vocabulary, length, num_layers=args.layers, hidden_dim=args.hidden, num_heads=HEADS,
         intermediate_dim=args.feed_forward, dropout=0.0,
     )
-
-
-def keras_seq_lm_without_padding_mask(args):
-    """transformer_lm's layers with `mask_zero=False`: what the id-0 padding mask costs (diagnostic row)."""
-    import keras
-
-    import keras_seq as ks
-
-    inputs = keras.Input((None,), dtype="int32")
-    h = ks.layers.TokenAndPositionEmbedding(args.vocabulary, args.length, args.hidden, positional="learned",
-                                            mask_zero=False)(inputs)
-    for _ in range(args.layers):
-        h = ks.layers.TransformerDecoderBlock(HEADS, args.feed_forward, dropout=0.0)(h)
-    h = keras.layers.LayerNormalization(epsilon=1e-5)(h)
-    return keras.Model(inputs, keras.layers.Dense(args.vocabulary, dtype="float32")(h))
 
 
 def keras_hub_lm(args):
@@ -178,8 +162,6 @@ def _training_cases(args, on_error):
         return make
 
     cases = {KS: keras_step(lambda: keras_seq_lm(args, args.length))}
-    if args.diagnostic:
-        cases[KS_NO_MASK] = keras_step(lambda: keras_seq_lm_without_padding_mask(args))
     try:
         import keras_hub  # noqa: F401
 
@@ -374,7 +356,7 @@ def _tables(args, records):
     for backend in backends:
         ks = by.get(("train", backend, KS))
         ks_rate = ks["tokens_per_s"] if ks else None
-        for name in (KS, KS_NO_MASK, HUB, TORCH):
+        for name in (KS, HUB, TORCH):
             row = by.get(("train", backend, name))
             if row is None:
                 continue
@@ -441,7 +423,6 @@ def drive(args):
         "--feed-forward", str(args.feed_forward), "--gen-batch", str(args.gen_batch), "--prompt", str(args.prompt),
         "--new-tokens", str(args.new_tokens),
     ] + (["--mixed-precision"] if args.mixed_precision else []) + ([] if args.hub_beam else ["--no-hub-beam"])
-    forwarded += [] if args.diagnostic else ["--no-diagnostic"]
     if args.from_records:
         records, notes = _timing.load_records(args.from_records)
     else:
@@ -495,8 +476,6 @@ def main():
     parser.add_argument("--mixed-precision", action="store_true", help="mixed_bfloat16 (meant for GPUs)")
     parser.add_argument("--flash-attention", choices=("on", "off"), default="on",
                         help="keras.config.enable_flash_attention() (default; Keras' own default) or disable it")
-    parser.add_argument("--no-diagnostic", dest="diagnostic", action="store_false",
-                        help="skip the diagnostic row (transformer_lm's layers without the padding mask)")
     parser.add_argument("--no-hub-beam", dest="hub_beam", action="store_false",
                         help="skip keras-hub's beam search (slow on TensorFlow)")
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny rounds, B=4, T=32, 8 new tokens")

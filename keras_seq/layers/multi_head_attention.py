@@ -195,7 +195,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self._check_inputs(query, value, key, attention_mask, cache, cache_update_index)
         self_attention = query is value and key is value
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
-        if self_attention and (cache is None or cache_update_index is not None):
+        if self_attention and cache is None:
+            # Joining the kernels pays off for whole sequences; a decoding step (a token
+            # or two per call) would pay for the join on every step.
             q, k, v_ = _project_together(
                 query,
                 (self.query_kernel, self.key_kernel, self.value_kernel),
@@ -209,10 +211,10 @@ class MultiHeadAttention(keras.layers.Layer):
             k = _project(key, self.key_kernel, self.key_bias)
             v_ = _project(value, self.value_kernel, self.value_bias)
         if cache is not None and cache_update_index is not None:
-            start = (0, cache_update_index, 0, 0)
-            k = ops.slice_update(ops.cast(cache[:, 0], k.dtype), start, k)
-            v_ = ops.slice_update(ops.cast(cache[:, 1], v_.dtype), start, v_)
-            cache = ops.stack((k, v_), axis=1)
+            # One in-place-able write of the new keys and values (XLA updates a loop-carried buffer in place).
+            new_entries = ops.stack((k, v_), axis=1)
+            cache = ops.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
+            k, v_ = cache[:, 0], cache[:, 1]
 
         key_padding = key_mask if key_mask is not None else value_mask
         if key_padding is not None and key_padding.shape[-1] != k.shape[1]:
@@ -221,10 +223,14 @@ class MultiHeadAttention(keras.layers.Layer):
         if use_causal_mask:
             offset = 0 if cache_update_index is None else cache_update_index
             causal = causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset)
-        only_causal = causal is not None and key_padding is None and attention_mask is None and cache is None
+        causal_alone = causal is not None and key_padding is None and attention_mask is None
+        only_causal = causal_alone and cache is None
         mask = None if only_causal else merge_masks(key_padding, attention_mask, causal)
 
-        output, scores = self._attend(q, k, v_, mask, only_causal, return_attention_scores, training)
+        # A causal mask alone leaves every query at least its own key: no empty rows to guard.
+        output, scores = self._attend(
+            q, k, v_, mask, only_causal, return_attention_scores, training, may_have_empty_rows=not causal_alone
+        )
         batch, length = ops.shape(output)[0], ops.shape(output)[1]
         output = ops.reshape(output, (batch, length, self.num_heads * self.value_dim))
         output = ops.matmul(output, ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1)))
@@ -237,7 +243,7 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def _attend(self, q, k, v_, mask, is_causal, return_attention_scores, training):
+    def _attend(self, q, k, v_, mask, is_causal, return_attention_scores, training, may_have_empty_rows=True):
         """Per-head attention of eq. 4.6: `(B,Tq,H,dk), (B,Tk,H,dk), (B,Tk,H,dv) -> (B,Tq,H,dv)`."""
         scale = 1.0 / math.sqrt(self.key_dim)
         dropping = self.dropout > 0 and bool(training)
@@ -247,6 +253,9 @@ class MultiHeadAttention(keras.layers.Layer):
             flash = keras.config.is_flash_attention_enabled()
             if mask is None:
                 return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal, flash_attention=flash), None
+            if not may_have_empty_rows:
+                mask = ops.expand_dims(mask, 1)
+                return ops.dot_product_attention(q, k, v_, mask=mask, scale=scale, flash_attention=flash), None
             has_keys = rows_with_keys(mask)  # (B, Tq, 1)
             # Open fully masked rows to every key so the kernel (and its gradient)
             # stays finite, then zero those rows.

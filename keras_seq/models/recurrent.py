@@ -13,6 +13,7 @@ from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttenti
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
 from keras_seq.models.generative import GenerativeModel
+from keras_seq.models.padding import PaddingMaskFromIds
 
 CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
 
@@ -143,24 +144,6 @@ class ConcatenateCondition(keras.layers.Layer):
 
     def compute_output_shape(self, x_shape, condition_shape):
         return (*x_shape[:-1], x_shape[-1] + condition_shape[-1])
-
-
-@keras.saving.register_keras_serializable(package="keras_seq")
-class PaddingMaskFromIds(keras.layers.Layer):
-    """Returns `x` unchanged, carrying the Keras mask `token_ids != 0` (losses and metrics skip padding)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def call(self, token_ids, x):
-        return x
-
-    def compute_mask(self, token_ids, mask=None):
-        return ops.not_equal(token_ids, 0)
-
-    def compute_output_shape(self, token_ids_shape, x_shape):
-        return x_shape
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -308,6 +291,11 @@ class RNNSeq2Seq(GenerativeModel):
       the "attention after recurrence" arrangement that keeps the decoder a plain,
       fused RNN. With `attention=None` the decoder sees the source only through its
       initial state (the plain encoder-decoder of seed 002).
+    * Padding is id 0. The source mask reaches the encoder and the attention (no
+      weight on padded source positions). Target padding goes at the end, where no
+      real position can see it, so the decoder runs unmasked and keeps the fused
+      kernels (cuDNN; torch's masked LSTM/GRU is a per-step Python loop); the target
+      mask rides on the logits, so losses and metrics skip padded positions.
 
     `generate(encoder_ids, max_length, start_id=1)` encodes once and steps the
     decoder cell with its states as the cache. `attention_weights(inputs)` returns
@@ -332,7 +320,8 @@ class RNNSeq2Seq(GenerativeModel):
         v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
         v.check_choice(owner, "attention", attention, ATTENTIONS)
         source_embedding = keras.layers.Embedding(source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding")
-        target_embedding = keras.layers.Embedding(target_vocabulary_size, embedding_dim, mask_zero=True, name="target_embedding")
+        # The decoder runs unmasked (its padding is trailing, see the class docstring).
+        target_embedding = keras.layers.Embedding(target_vocabulary_size, embedding_dim, mask_zero=False, name="target_embedding")
         encoder = recurrent_layer(cell, units, return_sequences=True, return_state=True, name="encoder")
         if bidirectional_encoder:
             encoder = keras.layers.Bidirectional(encoder, name="bidirectional_encoder")
@@ -353,6 +342,7 @@ class RNNSeq2Seq(GenerativeModel):
         initial_states = self._bridge(bridges, final_states)
         decoder_states = decoder(target_embedding(decoder_ids), initial_state=initial_states)
         logits, weights = self._readout(attention_layer, combine, head, decoder_states, annotations, None)
+        logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(decoder_ids, logits)
         inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
         super().__init__(inputs, logits, **kwargs)
 

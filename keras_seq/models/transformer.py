@@ -10,6 +10,7 @@ from keras_seq.layers.embedding import POSITIONAL_KINDS, TokenAndPositionEmbeddi
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_seq.models.generative import GenerativeModel
+from keras_seq.models.padding import PaddingMaskFromIds
 
 
 def _check_sizes(owner, num_heads, hidden_dim, **sizes):
@@ -42,18 +43,23 @@ def _stack_features(token_ids, embedding, blocks, final_norm, dropout):
 
 
 def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
-    """Self-attention keys/values of every decoder block: `(B, layers, 2, max_length, H, D/H)`."""
-    return ops.zeros((batch, num_layers, 2, max_length, num_heads, hidden_dim // num_heads), dtype)
+    """Self-attention keys/values of every decoder block: a tuple of `(B, 2, max_length, H, D/H)`.
+
+    One tensor per block rather than one stacked tensor: a step then writes only
+    its new positions into each block's cache, with no copy of the whole stack.
+    """
+    shape = (batch, 2, max_length, num_heads, hidden_dim // num_heads)
+    return tuple(ops.zeros(shape, dtype) for _ in range(num_layers))
 
 
 def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, **cross_attention):
-    """Logits of `ids` placed at `index`, updating each block's slice of the cache."""
+    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache."""
     h = embedding(ids, start_index=index)
     layer_caches = []
-    for layer, block in enumerate(blocks):
-        h, layer_cache = block(h, cache=cache[:, layer], cache_update_index=index, **cross_attention)
+    for block, layer_cache in zip(blocks, cache):
+        h, layer_cache = block(h, cache=layer_cache, cache_update_index=index, **cross_attention)
         layer_caches.append(layer_cache)
-    return head(_normalized(final_norm, h)), ops.stack(layer_caches, axis=1)
+    return head(_normalized(final_norm, h)), tuple(layer_caches)
 
 
 def _check_decoding_length(owner, max_length, limit):
@@ -105,8 +111,12 @@ class TransformerLM(GenerativeModel):
     Token + position embedding, `num_layers` causal `TransformerDecoderBlock`s, a
     final LayerNorm (pre-norm stacks need it), and a float32 output projection
     (`h @ E^T + b` with the token embedding `E` when `tie_embeddings`, see
-    `TiedLogits`). Id 0 is padding. `generate` continues a prompt with a key/value
-    cache of `(B, num_layers, 2, max_length, heads, hidden_dim / heads)`.
+    `TiedLogits`). Id 0 is padding, and goes at the end of a sequence: causal
+    self-attention never looks ahead, so the logits of real tokens are those of the
+    unpadded sequence and the blocks run unmasked (on torch that keeps the causal
+    flash-attention kernel); the padding mask rides on the logits, so Keras losses
+    and metrics skip padded positions. `generate` continues a prompt with a
+    key/value cache per block of `(B, 2, max_length, heads, hidden_dim / heads)`.
 
     Build it with `keras_seq.models.transformer_lm`.
     """
@@ -131,14 +141,17 @@ class TransformerLM(GenerativeModel):
             num_layers=num_layers, intermediate_dim=intermediate_dim,
         )
         v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
+        # Unmasked self-attention (the padding mask rides on the logits, see the class docstring).
         embedding = TokenAndPositionEmbedding(
-            vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding"
+            vocabulary_size, sequence_length, hidden_dim, positional=positional, mask_zero=False, name="token_embedding"
         )
         blocks, final_norm = _stack(TransformerDecoderBlock, "decoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
         head = _logits_head(embedding, tie_embeddings)
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        super().__init__(token_ids, head(_stack_features(token_ids, embedding, blocks, final_norm, dropout)), **kwargs)
+        logits = head(_stack_features(token_ids, embedding, blocks, final_norm, dropout))
+        logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(token_ids, logits)
+        super().__init__(token_ids, logits, **kwargs)
 
         self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
         self._config = dict(
