@@ -128,7 +128,9 @@ def distribution_scope(args):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.distribute.MirroredStrategy().scope()
+        # Every GPU; without one, every logical CPU device (MirroredStrategy's own default is CPU:0 alone).
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([device.name for device in devices]).scope()
     if backend == "jax":
         keras.distribution.set_distribution(keras.distribution.DataParallel())
         return contextlib.nullcontext()

@@ -36,6 +36,9 @@ def parse(argv=None):
     p.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of the label-smoothed cross-entropy")
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
+    p.add_argument("--input-feeding", action="store_true",
+                   help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
+                        "into the GRU; seed 000 eq. 4.2-4.5), run step by step")
     return p.parse_args(argv)
 
 
@@ -65,7 +68,10 @@ def build_model(args, vocab, source_length, target_length):
             hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=args.dropout, **sizes,
         )
     attention = "bahdanau" if args.model == "rnn-attention" else None
-    return ks.models.rnn_seq2seq(embedding_dim=args.hidden_dim, units=args.hidden_dim, cell="gru", attention=attention, **sizes)
+    return ks.models.rnn_seq2seq(
+        embedding_dim=args.hidden_dim, units=args.hidden_dim, cell="gru", attention=attention,
+        input_feeding=args.input_feeding, **sizes,
+    )
 
 
 def compile_model(model, args, steps_per_epoch):
@@ -104,6 +110,8 @@ def attention_examples(model, vocab, sources, translations, count=3):
 
 def run(args):
     started = time.monotonic()
+    if args.input_feeding and args.model != "rnn-attention":
+        raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
     train_pairs, valid_pairs = load_pairs(args)
     build = dict(lowercase=args.lowercase, max_size=args.vocabulary_size)
     vocab = common.vocabularies(args, {
@@ -155,6 +163,7 @@ def run(args):
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),
         "model": args.model,
+        "input_feeding": args.input_feeding,
         "backend": keras.backend.backend(),
         "valid_examples": len(valid_pairs),
     }

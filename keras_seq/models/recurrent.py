@@ -9,10 +9,10 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
-from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
 from keras_seq.models.generative import GenerativeModel
+from keras_seq.models.input_feeding import InputFeedingDecoder, make_attention
 from keras_seq.models.padding import PaddingMaskFromIds
 
 CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
@@ -291,6 +291,11 @@ class RNNSeq2Seq(GenerativeModel):
       the "attention after recurrence" arrangement that keeps the decoder a plain,
       fused RNN. With `attention=None` the decoder sees the source only through its
       initial state (the plain encoder-decoder of seed 002).
+    * `input_feeding=True` gives Bahdanau et al.'s own decoder, seed 000 eq. 4.2-4.5
+      exactly (`InputFeedingDecoder`): the score uses the previous state s_{i-1}
+      and the context enters the recurrence, `s_i = f(s_{i-1}, y_{i-1}, c_i)`; the
+      readout is still `tanh(W_c [c_i; s_i])`. It runs step by step (no fused
+      kernel can compute it) and needs an `attention`.
     * Padding is id 0. The source mask reaches the encoder and the attention (no
       weight on padded source positions). Target padding goes at the end, where no
       real position can see it, so the decoder runs unmasked and keeps the fused
@@ -313,12 +318,15 @@ class RNNSeq2Seq(GenerativeModel):
         cell="gru",
         attention="bahdanau",
         bidirectional_encoder=True,
+        input_feeding=False,
         **kwargs,
     ):
         owner = "rnn_seq2seq"
         _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
         v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
         v.check_choice(owner, "attention", attention, ATTENTIONS)
+        if input_feeding and attention is None:
+            v.fail(owner, "attention", "'bahdanau' or 'luong' when input_feeding=True", "None")
         source_embedding = keras.layers.Embedding(source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding")
         # The decoder runs unmasked (its padding is trailing, see the class docstring).
         target_embedding = keras.layers.Embedding(target_vocabulary_size, embedding_dim, mask_zero=False, name="target_embedding")
@@ -327,12 +335,12 @@ class RNNSeq2Seq(GenerativeModel):
             encoder = keras.layers.Bidirectional(encoder, name="bidirectional_encoder")
         count = state_count(cell)
         bridges = [keras.layers.Dense(units, activation="tanh", name=f"bridge_{i}") for i in range(count)] if bidirectional_encoder else []
-        decoder = recurrent_layer(cell, units, return_sequences=True, name="decoder")
-        attention_layer = None
-        if attention == "bahdanau":
-            attention_layer = BahdanauAttention(units, name="attention")
-        elif attention == "luong":
-            attention_layer = LuongAttention("general", name="attention")
+        if input_feeding:
+            decoder = InputFeedingDecoder(cell, units, attention, name="decoder")
+            attention_layer = decoder.attention
+        else:
+            decoder = recurrent_layer(cell, units, return_sequences=True, name="decoder")
+            attention_layer = make_attention(attention, units) if attention else None
         combine = keras.layers.Dense(units, activation="tanh", name="attentional_state") if attention else None
         head = keras.layers.Dense(target_vocabulary_size, dtype="float32", name="logits")
 
@@ -340,8 +348,12 @@ class RNNSeq2Seq(GenerativeModel):
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
         annotations, *final_states = encoder(source_embedding(encoder_ids))
         initial_states = self._bridge(bridges, final_states)
-        decoder_states = decoder(target_embedding(decoder_ids), initial_state=initial_states)
-        logits, weights = self._readout(attention_layer, combine, head, decoder_states, annotations, None)
+        if input_feeding:
+            decoder_states, contexts, weights = decoder(target_embedding(decoder_ids), annotations, initial_states)
+            logits = self._attentional_logits(combine, head, contexts, decoder_states)
+        else:
+            decoder_states = decoder(target_embedding(decoder_ids), initial_state=initial_states)
+            logits, weights = self._readout(attention_layer, combine, head, decoder_states, annotations, None)
         logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(decoder_ids, logits)
         inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
         super().__init__(inputs, logits, **kwargs)
@@ -359,6 +371,7 @@ class RNNSeq2Seq(GenerativeModel):
             cell=cell,
             attention=attention,
             bidirectional_encoder=bidirectional_encoder,
+            input_feeding=bool(input_feeding),
         )
 
     @staticmethod
@@ -375,7 +388,12 @@ class RNNSeq2Seq(GenerativeModel):
         if attention_layer is None:
             return head(states), None
         context, weights = attention_layer(states, annotations, mask=mask, return_attention_scores=True)
-        return head(combine(ops.concatenate([context, states], axis=-1))), weights
+        return RNNSeq2Seq._attentional_logits(combine, head, context, states), weights
+
+    @staticmethod
+    def _attentional_logits(combine, head, context, states):
+        """Logits of `tanh(W_c [c; s])` (Luong et al., 2015)."""
+        return head(combine(ops.concatenate([context, states], axis=-1)))
 
     @property
     def decoding_vocabulary_size(self):
@@ -400,7 +418,14 @@ class RNNSeq2Seq(GenerativeModel):
 
     def _decoding_step(self, ids, cache, index, context):
         annotations, mask = context
-        states, new_states = _step_cell(self.decoder, self.target_embedding(ids), list(ops.unstack(cache, axis=1)))
+        states = list(ops.unstack(cache, axis=1))
+        if self._config["input_feeding"]:
+            embedded, logits = self.target_embedding(ids), []
+            for t in range(embedded.shape[1]):  # one step per token
+                output, states, step_context, _ = self.decoder.step(embedded[:, t], states, annotations, mask)
+                logits.append(self._attentional_logits(self.combine, self.head, step_context, output))
+            return ops.stack(logits, axis=1), ops.stack(states, axis=1)
+        states, new_states = _step_cell(self.decoder, self.target_embedding(ids), states)
         logits, _ = self._readout(self.attention_layer, self.combine, self.head, states, annotations, mask)
         return logits, ops.stack(new_states, axis=1)
 
@@ -413,6 +438,7 @@ def rnn_seq2seq(
     cell="gru",
     attention="bahdanau",
     bidirectional_encoder=True,
+    input_feeding=False,
 ):
     """An attentional RNN encoder-decoder with cached `generate`; see `RNNSeq2Seq`."""
     return RNNSeq2Seq(
@@ -423,5 +449,6 @@ def rnn_seq2seq(
         cell=cell,
         attention=attention,
         bidirectional_encoder=bidirectional_encoder,
+        input_feeding=input_feeding,
         name="rnn_seq2seq",
     )

@@ -5,6 +5,7 @@ from layer_checks import to_numpy
 from test_transformer_models import END, START, reversal_data
 
 import keras_seq as ks
+from keras_seq.models.input_feeding import InputFeedingDecoder
 
 
 def uncached_greedy(model, source, steps):
@@ -15,10 +16,10 @@ def uncached_greedy(model, source, steps):
     return ids
 
 
-@pytest.mark.parametrize("attention", ["bahdanau", "luong"])
-def test_attention_seq2seq_learns_reversal_and_aligns(rng, tmp_path, attention):
+@pytest.mark.parametrize("attention, input_feeding", [("bahdanau", False), ("luong", False), ("bahdanau", True)])
+def test_attention_seq2seq_learns_reversal_and_aligns(rng, tmp_path, attention, input_feeding):
     inputs, target = reversal_data(rng, 640)
-    model = ks.models.rnn_seq2seq(12, 12, embedding_dim=16, units=32, attention=attention)
+    model = ks.models.rnn_seq2seq(12, 12, embedding_dim=16, units=32, attention=attention, input_feeding=input_feeding)
     model.compile(keras.optimizers.Adam(1e-2), ks.losses.LabelSmoothingCrossEntropy(epsilon=0.0, ignore_index=0))
     model.fit({k: x[:512] for k, x in inputs.items()}, target[:512], epochs=15, batch_size=32, verbose=0)
     source = inputs["encoder_inputs"][512:]
@@ -40,10 +41,11 @@ def test_attention_seq2seq_learns_reversal_and_aligns(rng, tmp_path, attention):
 
 
 @pytest.mark.parametrize(
-    "cell, attention", [("gru", "bahdanau"), ("lstm", "luong"), ("coupled_lstm", None)]
+    "cell, attention, input_feeding",
+    [("gru", "bahdanau", False), ("lstm", "luong", False), ("coupled_lstm", None, False), ("lstm", "bahdanau", True)],
 )
-def test_cached_generation_equals_uncached(rng, cell, attention):
-    model = ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, cell=cell, attention=attention)
+def test_cached_generation_equals_uncached(rng, cell, attention, input_feeding):
+    model = ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, cell=cell, attention=attention, input_feeding=input_feeding)
     source = rng.integers(3, 12, size=(3, 5)).astype("int32")
     source[1, 3:] = 0
     source[2] = 0  # an all-padding source stays finite
@@ -76,8 +78,35 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
         (lambda: ks.models.rnn_seq2seq(10, 10, attention="additive"), r"rnn_seq2seq.*attention.*'bahdanau'.*got 'additive'"),
         (lambda: ks.models.rnn_seq2seq(10, 10, cell="transformer"), r"rnn_seq2seq.*cell.*'gru'.*got 'transformer'"),
         (lambda: ks.models.rnn_seq2seq(10, 0), r"rnn_seq2seq.*target_vocabulary_size"),
+        (lambda: ks.models.rnn_seq2seq(10, 10, attention=None, input_feeding=True), r"rnn_seq2seq.*attention.*input_feeding=True.*None"),
         (lambda: model.generate(np.full((1, 4), 12, "int32"), 6), r"RNNSeq2Seq.generate.*inputs.*ids in \[0, 12\)"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_input_feeding_decoder_computes_bahdanau_eq_4_2_to_4_5(rng):
+    """Seed 000: e_ij = v^T tanh(W s_{i-1} + U h_j), alpha = softmax_j e, c_i = sum_j alpha_ij h_j,
+    s_i = f(s_{i-1}, y_{i-1}, c_i) with f the Elman cell tanh([y; c] W_x + s U_s + b), in NumPy."""
+    batch, steps, source_length, embedding_dim, annotation_dim, units = 2, 4, 5, 3, 6, 7
+    y = rng.normal(size=(batch, steps, embedding_dim)).astype("float32")
+    h = rng.normal(size=(batch, source_length, annotation_dim)).astype("float32")
+    s0 = rng.normal(size=(batch, units)).astype("float32")
+    source_mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+    decoder = InputFeedingDecoder("rnn", units, "bahdanau")
+    states, contexts, weights = (to_numpy(x) for x in decoder(y, h, [s0], source_mask))
+
+    W_a, U_a, v_a = (to_numpy(w) for w in decoder.attention.weights)
+    W_x, U_s, b = (to_numpy(w) for w in decoder.cell.weights)
+    s = s0.astype("float64")
+    for i in range(steps):
+        e = np.tanh((s @ W_a)[:, None] + h @ U_a) @ v_a  # eq. 4.5, (B, S)
+        e = np.where(source_mask, e, -np.inf)
+        alpha = np.exp(e - e.max(-1, keepdims=True))
+        alpha /= alpha.sum(-1, keepdims=True)  # eq. 4.4
+        c = np.einsum("bs,bsd->bd", alpha, h)  # eq. 4.3
+        s = np.tanh(np.concatenate([y[:, i], c], -1) @ W_x + s @ U_s + b)  # eq. 4.2
+        np.testing.assert_allclose(weights[:, i], alpha, atol=1e-5)
+        np.testing.assert_allclose(contexts[:, i], c, atol=1e-5)
+        np.testing.assert_allclose(states[:, i], s, atol=1e-5)

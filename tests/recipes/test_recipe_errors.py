@@ -124,3 +124,8 @@ def test_unknown_model(capsys, data_dir, tmp_path):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "error: argument --model: invalid choice: 'lstm-crf'" in err.strip().split("\n")[-1]
+
+
+def test_input_feeding_without_attention(capsys, data_dir, tmp_path):
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "rnn", 1, "--input-feeding"))
+    assert "--input-feeding: expected --model rnn-attention, got --model rnn" in line

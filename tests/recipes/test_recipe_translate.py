@@ -6,7 +6,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from recipe_runs import BACKEND, read_json, read_tsv
+from recipe_runs import BACKEND, read_json, read_tsv, run_recipe, translate_argv
 
 import keras_seq as ks
 from keras_seq.data import loaders
@@ -85,3 +85,15 @@ def test_model_keras_matches_the_vocabularies(run):
     logits = keras.ops.convert_to_numpy(model({"encoder_inputs": source, "decoder_inputs": target}))
     assert logits.shape == (1, 8, len(vocabularies["target"]["tokens"]) + 4)
     assert np.all(np.isfinite(logits))
+
+
+def test_input_feeding_decoder_trains_and_exports(data_dir, tmp_path):
+    """`--input-feeding` (seed 000 eq. 4.2-4.5): trains, and its SavedModel writes the predictions."""
+    run = run_recipe("translate", tmp_path, translate_argv(data_dir, tmp_path, "rnn-attention", 1, "--input-feeding"))
+    metrics = read_json(run.path("metrics.json"))
+    assert metrics["input_feeding"] is True and np.isfinite(metrics["valid_loss"])
+    model = keras.saving.load_model(run.path("model.keras"), compile=False)
+    assert model.get_config()["input_feeding"] is True
+    _, rows = read_tsv(run.path("predictions.tsv"))
+    assert len(rows) == len(loaders.read_parallel_tsv(data_dir / "translate_valid.tsv"))
+    assert any(row[2] for row in rows)  # the translator emits words
