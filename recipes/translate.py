@@ -163,7 +163,7 @@ def run(args):
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),
         "model": args.model,
-        "input_feeding": args.input_feeding,
+        "input_feeding": bool(model.get_config().get("input_feeding", False)),  # the checkpoint's, on --resume
         "backend": keras.backend.backend(),
         "valid_examples": len(valid_pairs),
     }

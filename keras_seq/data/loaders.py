@@ -91,9 +91,22 @@ def tfds_splits(name, task, data_dir=None, download=True):
     """
     import tensorflow_datasets as tfds
 
-    builder = tfds.builder(name, data_dir=data_dir)
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.registered.DatasetNotFoundError:  # its own message lists every dataset, hundreds of lines
+        raise ValueError(
+            f"--tfds {name}: no TensorFlow Datasets set of that name; pick one of tfds.list_builders() "
+            "(e.g. imdb_reviews, ted_hrlr_translate/pt_to_en, tiny_shakespeare)."
+        ) from None
     if download:
-        builder.download_and_prepare()
+        try:
+            builder.download_and_prepare()
+        except Exception as error:  # offline, a source that moved, a set that needs a manual download, ...
+            reason = str(error).strip().split("\n")[0][:200]
+            raise ValueError(
+                f"--tfds {name}: could not download and prepare it ({type(error).__name__}: {reason}); prepare it "
+                "once where the network is reachable (into --tfds-data-dir), or pass --train/--valid files."
+            ) from None
     splits = builder.info.splits
     valid_split = next((s for s in TFDS_VALID_SPLITS if s in splits), None)
     if "train" not in splits or valid_split is None:

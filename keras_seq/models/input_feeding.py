@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_seq import _backend
+from keras_seq import _validation as v
 
 from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
@@ -17,11 +18,15 @@ _CELLS = {
 }
 
 
-def make_attention(attention, units, name="attention"):
-    """`bahdanau` (additive, eq. 4.5) or `luong` (`general` score) attention."""
+ATTENTIONS = ("bahdanau", "luong")
+
+
+def make_attention(attention, units, **kwargs):
+    """`bahdanau` (additive, eq. 4.5) or `luong` (`general` score) attention, named `attention`."""
+    v.check_choice("attention", "attention", attention, ATTENTIONS)
     if attention == "bahdanau":
-        return BahdanauAttention(units, name=name)
-    return LuongAttention("general", name=name)
+        return BahdanauAttention(units, name="attention", **kwargs)
+    return LuongAttention("general", name="attention", **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -37,7 +42,9 @@ class InputFeedingDecoder(keras.layers.Layer):
     * `s_i = f(s_{i-1}, y_{i-1}, c_i)` (eq. 4.2): the recurrent cell `f` reads `[y_{i-1}; c_i]`.
 
     A loop over steps (`keras.ops.scan`): the context of step i needs the state of
-    step i-1, so no fused whole-sequence kernel applies.
+    step i-1, so no fused whole-sequence kernel applies. ("Input feeding" here is
+    Bahdanau's context fed into the recurrence, not Luong et al.'s feeding back of the
+    previous attentional vector.)
 
     Call arguments:
         inputs: `(B, T, E)` target embeddings `y_0 .. y_{T-1}`.
@@ -52,9 +59,12 @@ class InputFeedingDecoder(keras.layers.Layer):
 
     def __init__(self, cell="gru", units=256, attention="bahdanau", **kwargs):
         super().__init__(**kwargs)
-        self.cell_name, self.units, self.attention_name = cell, units, attention
-        self.cell = _CELLS[cell](units, name="cell")
-        self.attention = make_attention(attention, units)
+        owner = v.owner_name(self)
+        self.cell_name = v.check_choice(owner, "cell", cell, tuple(_CELLS))
+        self.units = v.check_positive_int(owner, "units", units)
+        self.attention_name = v.check_choice(owner, "attention", attention, ATTENTIONS)
+        self.cell = _CELLS[cell](units, dtype=self.dtype_policy, name="cell")
+        self.attention = make_attention(attention, units, dtype=self.dtype_policy)
 
     def build(self, inputs_shape, annotations_shape, initial_state_shape=None, source_mask_shape=None):
         batch, embedding_dim, annotation_dim = inputs_shape[0], inputs_shape[-1], annotations_shape[-1]

@@ -1,8 +1,10 @@
 """Recurrent task models (seed 004): seq2vec classifier, aligned tagger, vec2seq LM.
 
 Each builder returns a functional `keras.Model` on integer ids `(B, T)` with 0 as
-padding; the mask from `Embedding(mask_zero=True)` flows through every recurrent
-layer, so right-padded batches give the states of unpadded runs.
+padding. The classifier, the tagger and the encoders embed with `mask_zero=True`, so
+the mask flows through their recurrent layers and right-padded batches give the states
+of unpadded runs; the causal parts (`rnn_lm`, the `rnn_seq2seq` decoder) run unmasked
+and carry the mask on their logits (`keras_seq.models.padding`).
 """
 
 import keras

@@ -53,12 +53,14 @@ def test_cached_generation_equals_uncached(rng, cell, attention, input_feeding):
     assert to_numpy(model.generate(source, 6, strategy="beam", num_beams=3)).shape == (3, 6)
 
 
-@pytest.mark.parametrize("cell, attention", [("gru", "bahdanau"), ("lstm", "luong")])
-def test_all_padding_sequences_stay_finite_in_training(rng, cell, attention):
+@pytest.mark.parametrize(
+    "cell, attention, input_feeding", [("gru", "bahdanau", False), ("lstm", "luong", False), ("gru", "luong", True)]
+)
+def test_all_padding_sequences_stay_finite_in_training(rng, cell, attention, input_feeding):
     inputs, target = reversal_data(rng, 8)
     inputs["encoder_inputs"][0] = 0  # a source of padding only
     inputs["decoder_inputs"][1], target[1] = 0, 0  # a target of padding only
-    model = ks.models.rnn_seq2seq(12, 12, embedding_dim=8, units=8, cell=cell, attention=attention)
+    model = ks.models.rnn_seq2seq(12, 12, embedding_dim=8, units=8, cell=cell, attention=attention, input_feeding=input_feeding)
     model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(inputs, target, epochs=2, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))

@@ -36,6 +36,8 @@ def log_softmax(x):
 @pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_real_positions_ignore_trailing_padding(rng, kind):
     model, ids = make_lm(kind), right_padded(rng)
+    embedding = model.token_embedding if kind == "transformer" else model.embedding
+    assert embedding.compute_mask(ids) is None  # the network itself runs unmasked
     padded = to_numpy(model(ids))
     for row, length in enumerate(LENGTHS):
         alone = to_numpy(model(ids[row : row + 1, :length]))[0]
@@ -69,6 +71,7 @@ def test_seq2seq_decoder_ignores_trailing_target_padding(rng, cell):
     model = ks.models.rnn_seq2seq(20, 30, embedding_dim=8, units=16, cell=cell)
     decoder_ids = right_padded(rng)
     source = np.array([[3, 4, 5, 0], [6, 7, 0, 0], [8, 0, 0, 0]], "int32")
+    assert model.target_embedding.compute_mask(decoder_ids) is None
     padded = to_numpy(model({"encoder_inputs": source, "decoder_inputs": decoder_ids}))
     for row, length in enumerate(LENGTHS):
         alone = model({"encoder_inputs": source[row : row + 1], "decoder_inputs": decoder_ids[row : row + 1, :length]})

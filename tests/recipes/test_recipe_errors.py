@@ -129,3 +129,23 @@ def test_unknown_model(capsys, data_dir, tmp_path):
 def test_input_feeding_without_attention(capsys, data_dir, tmp_path):
     line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "rnn", 1, "--input-feeding"))
     assert "--input-feeding: expected --model rnn-attention, got --model rnn" in line
+
+
+def test_unknown_tfds_name(capsys, tmp_path):
+    line = error_line(capsys, "classify", ["--tfds", "no_such_set_anywhere", "--output-dir", tmp_path / "out"])
+    assert "--tfds no_such_set_anywhere: no TensorFlow Datasets set of that name" in line
+    assert not (tmp_path / "out" / "checkpoint.keras").exists()
+
+
+def test_tfds_set_that_cannot_be_downloaded(capsys, tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+
+    def offline(self, *args, **kwargs):
+        raise ConnectionError("Failed to resolve 'storage.googleapis.com'\nretrying...")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", offline)
+    argv = ["--tfds", "imdb_reviews", "--tfds-data-dir", tmp_path / "tfds", "--output-dir", tmp_path / "out"]
+    line = error_line(capsys, "classify", argv)
+    assert "--tfds imdb_reviews: could not download and prepare it (ConnectionError: Failed to resolve" in line
+    assert "--tfds-data-dir" in line and "--train/--valid" in line
+    assert not (tmp_path / "out" / "checkpoint.keras").exists()
