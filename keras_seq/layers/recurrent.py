@@ -158,3 +158,23 @@ class CoupledLSTMCell(_GatedCell):
         c = u * c + (1.0 - u) * ops.tanh(z["c"])
         h = ops.sigmoid(z["o"]) * ops.tanh(c)
         return h, [h, c]
+
+
+CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
+
+
+def make_cell(cell, units, **kwargs):
+    """The one-step cell for a `cell` name (one of `CELLS`), for step-by-step loops.
+
+    `rnn`: Elman (seed 000 eq. 3.1), `gru`: `reset_after=True` (seed 000 eq. 3.3-3.6),
+    `lstm`: Keras' LSTM cell, then this module's peephole and coupled cells.
+    `kwargs` go to the cell (e.g. `dtype`, `name`).
+    """
+    v.check_choice("make_cell", "cell", cell, CELLS)
+    if cell == "rnn":
+        return keras.layers.SimpleRNNCell(units, **kwargs)
+    if cell == "gru":
+        return keras.layers.GRUCell(units, reset_after=True, **kwargs)
+    if cell == "lstm":
+        return keras.layers.LSTMCell(units, **kwargs)
+    return (PeepholeLSTMCell if cell == "peephole_lstm" else CoupledLSTMCell)(units, **kwargs)

@@ -7,15 +7,7 @@ from keras_seq import _backend
 from keras_seq import _validation as v
 
 from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
-from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
-
-_CELLS = {
-    "rnn": keras.layers.SimpleRNNCell,
-    "gru": lambda units, **kwargs: keras.layers.GRUCell(units, reset_after=True, **kwargs),
-    "lstm": keras.layers.LSTMCell,
-    "peephole_lstm": PeepholeLSTMCell,
-    "coupled_lstm": CoupledLSTMCell,
-}
+from keras_seq.layers.recurrent import CELLS, make_cell
 
 
 ATTENTIONS = ("bahdanau", "luong")
@@ -60,10 +52,10 @@ class InputFeedingDecoder(keras.layers.Layer):
     def __init__(self, cell="gru", units=256, attention="bahdanau", **kwargs):
         super().__init__(**kwargs)
         owner = v.owner_name(self)
-        self.cell_name = v.check_choice(owner, "cell", cell, tuple(_CELLS))
+        self.cell_name = v.check_choice(owner, "cell", cell, CELLS)
         self.units = v.check_positive_int(owner, "units", units)
         self.attention_name = v.check_choice(owner, "attention", attention, ATTENTIONS)
-        self.cell = _CELLS[cell](units, dtype=self.dtype_policy, name="cell")
+        self.cell = make_cell(cell, units, dtype=self.dtype_policy, name="cell")
         self.attention = make_attention(attention, units, dtype=self.dtype_policy)
 
     def build(self, inputs_shape, annotations_shape, initial_state_shape=None, source_mask_shape=None):

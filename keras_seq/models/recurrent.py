@@ -12,13 +12,10 @@ from keras import ops
 
 from keras_seq import _validation as v
 from keras_seq.layers.pooling import SequencePooling
-from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell
+from keras_seq.layers.recurrent import CELLS, make_cell
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.models.input_feeding import InputFeedingDecoder, make_attention
 from keras_seq.models.padding import PaddingMaskFromIds
-
-CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
-
 
 def recurrent_layer(cell, units, return_sequences=False, return_state=False, stateful=False, name=None):
     """The Keras recurrent layer for a `cell` name.
@@ -27,7 +24,8 @@ def recurrent_layer(cell, units, return_sequences=False, return_state=False, sta
     * `gru`: `keras.layers.GRU(reset_after=True)`, exactly seed 000 eq. 3.3-3.6 (the
       reset gate multiplies `W_hn h + b_hn`), and the cuDNN-compatible form;
     * `lstm`: `keras.layers.LSTM` (seed 001/002 LSTM), cuDNN-compatible;
-    * `peephole_lstm`, `coupled_lstm`: `keras.layers.RNN` over this package's cells.
+    * `peephole_lstm`, `coupled_lstm`: `keras.layers.RNN` over this package's cells
+      (`keras_seq.layers.recurrent.make_cell`).
     """
     v.check_choice("recurrent_layer", "cell", cell, CELLS)
     options = dict(return_sequences=return_sequences, return_state=return_state, stateful=stateful, name=name)
@@ -37,8 +35,7 @@ def recurrent_layer(cell, units, return_sequences=False, return_state=False, sta
         return keras.layers.GRU(units, reset_after=True, **options)
     if cell == "lstm":
         return keras.layers.LSTM(units, **options)
-    cell_class = PeepholeLSTMCell if cell == "peephole_lstm" else CoupledLSTMCell
-    return keras.layers.RNN(cell_class(units), **options)
+    return keras.layers.RNN(make_cell(cell, units), **options)
 
 
 def _check_common(builder, vocabulary_size, embedding_dim, units, cell, num_layers):
@@ -120,11 +117,14 @@ def state_count(cell):
     return 1 if cell in ("rnn", "gru") else 2
 
 
-def _step_cell(cell_layer, x, states):
-    """Run a recurrent layer's cell over the `n` steps of `x (B, n, D)` from `states`."""
+def _step_loop(step, x, states):
+    """`step(x_t, states) -> (output, states)` over the `n` steps of `x (B, n, D)`.
+
+    Decoding calls it with the prompt once, then with one token per step.
+    """
     outputs = []
-    for t in range(x.shape[1]):  # the prompt once, then one step per token
-        output, states = cell_layer.cell(x[:, t], states)
+    for t in range(x.shape[1]):
+        output, states = step(x[:, t], states)
         outputs.append(output)
     return ops.stack(outputs, axis=1), list(states)
 
@@ -252,7 +252,7 @@ class RNNLM(GenerativeModel):
             x = self.condition_layer(x, condition)
         layer_states = []
         for layer_index, layer in enumerate(self.recurrent_layers):
-            x, states = _step_cell(layer, x, list(ops.unstack(cache[:, layer_index], axis=1)))
+            x, states = _step_loop(layer.cell, x, list(ops.unstack(cache[:, layer_index], axis=1)))
             layer_states.append(ops.stack(states, axis=1))
         return self.head(x), ops.stack(layer_states, axis=1)
 
@@ -422,12 +422,14 @@ class RNNSeq2Seq(GenerativeModel):
         annotations, mask = context
         states = list(ops.unstack(cache, axis=1))
         if self._config["input_feeding"]:
-            embedded, logits = self.target_embedding(ids), []
-            for t in range(embedded.shape[1]):  # one step per token
-                output, states, step_context, _ = self.decoder.step(embedded[:, t], states, annotations, mask)
-                logits.append(self._attentional_logits(self.combine, self.head, step_context, output))
-            return ops.stack(logits, axis=1), ops.stack(states, axis=1)
-        states, new_states = _step_cell(self.decoder, self.target_embedding(ids), states)
+
+            def feed(y_previous, states):
+                output, states, step_context, _ = self.decoder.step(y_previous, states, annotations, mask)
+                return self._attentional_logits(self.combine, self.head, step_context, output), states
+
+            logits, states = _step_loop(feed, self.target_embedding(ids), states)
+            return logits, ops.stack(states, axis=1)
+        states, new_states = _step_loop(self.decoder.cell, self.target_embedding(ids), states)
         logits, _ = self._readout(self.attention_layer, self.combine, self.head, states, annotations, mask)
         return logits, ops.stack(new_states, axis=1)
 

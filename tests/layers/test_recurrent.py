@@ -179,3 +179,31 @@ def test_keras_built_in_cells_compute_the_seed_equations(rng, name, reference):
     randomize(layer, rng)
     kernel, recurrent, bias = (to_numpy(w).astype("float64") for w in layer.weights)
     assert_close(layer(x), reference(x.astype("float64"), kernel, recurrent, bias), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm"])
+def test_step_cell_matches_the_whole_sequence_layer(rng, name):
+    """`make_cell` (step-by-step decoding) and `recurrent_layer` (training) compute the same recurrence."""
+    from keras_seq.layers.recurrent import make_cell
+    from keras_seq.models.recurrent import recurrent_layer
+
+    x = rng.normal(size=(3, 6, 4)).astype("float32")
+    layer = recurrent_layer(name, 5, return_sequences=True)
+    layer(x)
+    randomize(layer, rng)
+    cell = make_cell(name, 5)
+    cell.build((3, 4))
+    cell.set_weights(layer.get_weights())
+    states = [keras.ops.zeros((3, 5))] * (1 if name in ("rnn", "gru") else 2)
+    outputs = []
+    for t in range(x.shape[1]):
+        output, states = cell(x[:, t], states)
+        outputs.append(to_numpy(output))
+    assert_close(np.stack(outputs, 1), layer(x), atol=1e-5)
+
+
+def test_make_cell_rejects_an_unknown_name():
+    from keras_seq.layers.recurrent import make_cell
+
+    with pytest.raises(ValueError, match=r"make_cell.*cell.*'lstm2'"):
+        make_cell("lstm2", 4)
