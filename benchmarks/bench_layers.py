@@ -10,9 +10,15 @@ SGD update) in float32 on the CPU, for the same configuration in the same run:
 * 4 pre-norm encoder blocks (D=256, 4 heads, feed-forward 1024, relu, dropout 0,
   epsilon 1e-5): `ks.layers.TransformerEncoderBlock` vs
   `keras_hub.layers.TransformerEncoder(normalize_first=True)` vs
-  `torch.nn.TransformerEncoder` of `TransformerEncoderLayer(norm_first=True)`.
+  `torch.nn.TransformerEncoder` of `TransformerEncoderLayer(norm_first=True)`;
+* cross-entropy over an 8000-word output layer (`Dense(8000)` on `(B, T, 256)`
+  features, random target ids): `ks.losses.LabelSmoothingCrossEntropy(0)` vs
+  `keras.losses.SparseCategoricalCrossentropy(from_logits=True)` (the same loss)
+  vs `nn.Linear` + `F.cross_entropy` over `(B*T, V)`. The head's matrix products
+  are the same in every row; what differs is how the loss and its gradient pass
+  over the `(B, T, V)` logits.
 
-Keras models are compiled with `SGD(1e-3)` and `loss="mse"` at the default
+Keras models are compiled with `SGD(1e-3)` and `loss="mse"` (the head: its loss) at the default
 `jit_compile` (XLA on TensorFlow, `jax.jit` on JAX, eager on torch) and timed with
 `model.train_on_batch`, whose loss is turned into a Python float every step so
 asynchronous backends finish. After `--warmup` steps (compilation), `--steps` steps
@@ -39,9 +45,10 @@ from pathlib import Path
 import _timing
 from _timing import BACKENDS
 
-HIDDEN, HEADS, KEY_DIM, FEED_FORWARD, BLOCKS = 256, 4, 64, 1024, 4
+HIDDEN, HEADS, KEY_DIM, FEED_FORWARD, BLOCKS, VOCABULARY = 256, 4, 64, 1024, 4, 8000
 ATTENTION = "self-attention"
 ENCODER = f"{BLOCKS} pre-norm encoder blocks"
+CROSS_ENTROPY = f"{VOCABULARY}-word head + cross-entropy"
 _emit = _timing.emit
 
 
@@ -60,6 +67,7 @@ def _keras_cases(batch, length):
 
     rng = np.random.default_rng(0)
     x, y = (rng.standard_normal((batch, length, HIDDEN), dtype=np.float32) for _ in range(2))
+    ids = rng.integers(0, VOCABULARY, (batch, length)).astype("int32")
 
     def model(layers, self_attention=False):
         inputs = keras.Input((length, HIDDEN))
@@ -68,13 +76,16 @@ def _keras_cases(batch, length):
             outputs = layer(outputs, outputs) if self_attention else layer(outputs)
         return keras.Model(inputs, outputs)
 
-    def step(build):
+    def step(build, loss="mse", targets=y):
         def make_step():
             trained = build()
-            trained.compile(optimizer=keras.optimizers.SGD(1e-3), loss="mse")
-            return lambda: float(trained.train_on_batch(x, y))
+            trained.compile(optimizer=keras.optimizers.SGD(1e-3), loss=loss)
+            return lambda: float(trained.train_on_batch(x, targets))
 
         return make_step
+
+    def head():
+        return model([keras.layers.Dense(VOCABULARY)])
 
     encoder = dict(dropout=0.0, activation="relu", layer_norm_epsilon=1e-5)
     cases = [
@@ -85,6 +96,10 @@ def _keras_cases(batch, length):
         (ENCODER, "keras_seq TransformerEncoderBlock",
          step(lambda: model([ks.layers.TransformerEncoderBlock(HEADS, FEED_FORWARD, norm_first=True, **encoder)
                              for _ in range(BLOCKS)]))),
+        (CROSS_ENTROPY, "keras_seq LabelSmoothingCrossEntropy(0)",
+         step(head, ks.losses.LabelSmoothingCrossEntropy(0.0), ids)),
+        (CROSS_ENTROPY, "keras SparseCategoricalCrossentropy",
+         step(head, keras.losses.SparseCategoricalCrossentropy(from_logits=True), ids)),
     ]
     if keras_hub is not None:
         cases.append((ENCODER, "keras-hub TransformerEncoder", step(lambda: model([
@@ -100,14 +115,15 @@ def _torch_cases(batch, length):
 
     torch.manual_seed(0)
     x, y = torch.randn(batch, length, HIDDEN), torch.randn(batch, length, HIDDEN)
+    ids = torch.randint(0, VOCABULARY, (batch * length,))
 
-    def step(module, forward):
+    def step(module, forward, loss_fn=lambda output: torch.nn.functional.mse_loss(output, y)):
         def make_step():
             optimizer = torch.optim.SGD(module.parameters(), lr=1e-3)
 
             def train_step():
                 optimizer.zero_grad()
-                loss = torch.nn.functional.mse_loss(forward(), y)
+                loss = loss_fn(forward())
                 loss.backward()
                 optimizer.step()
                 return loss.item()
@@ -121,10 +137,14 @@ def _torch_cases(batch, length):
         HIDDEN, HEADS, FEED_FORWARD, dropout=0.0, batch_first=True, norm_first=True
     )
     encoder = torch.nn.TransformerEncoder(layer, BLOCKS, enable_nested_tensor=False)
+    linear = torch.nn.Linear(HIDDEN, VOCABULARY)
     return [
         (ATTENTION, "native PyTorch nn.MultiheadAttention",
          step(attention, lambda: attention(x, x, x, need_weights=False)[0])),
         (ENCODER, "native PyTorch nn.TransformerEncoder", step(encoder, lambda: encoder(x))),
+        (CROSS_ENTROPY, "native PyTorch nn.Linear + F.cross_entropy",
+         step(linear, lambda: linear(x).reshape(-1, VOCABULARY),
+              lambda logits: torch.nn.functional.cross_entropy(logits, ids))),
     ]
 
 
@@ -166,7 +186,7 @@ def _header(args):
 
 
 def _table(rows):
-    order = {name: index for index, name in enumerate((ATTENTION, ENCODER))}
+    order = {name: index for index, name in enumerate((ATTENTION, ENCODER, CROSS_ENTROPY))}
     rows = sorted(rows, key=lambda row: (order[row["benchmark"]], BACKENDS.index(row["backend"])))
     baseline = {(row["benchmark"], row["backend"]): row["median_ms"]
                 for row in rows if row["implementation"].startswith("keras_seq")}

@@ -7,12 +7,42 @@ from keras_seq import _backend
 from keras_seq import _validation as v
 
 
-def log_probabilities(y_pred, from_logits):
-    """log q(k) in float32 from logits (log-softmax) or from probabilities (clipped log)."""
+def _take_target(values, targets):
+    """`values[..., targets]`: `(..., V), (...) -> (...)`."""
+    return ops.squeeze(ops.take_along_axis(values, ops.expand_dims(targets, -1), axis=-1), -1)
+
+
+def _log_of_probabilities(y_pred):
+    return ops.log(ops.clip(y_pred, 1e-7, 1.0))
+
+
+def target_nll(y_pred, targets, from_logits=True):
+    """`-log q(target)` per position, in float32: `(..., V), (...) -> (...)`.
+
+    From logits, the fastest exact form of each backend, none of which builds a
+    `(..., V)` one-hot (benchmarks/RESULTS.md, "Cross-entropy"): TensorFlow's fused
+    sparse softmax cross-entropy kernel; on JAX `logsumexp(z) - z_target`, which
+    leaves no log-softmax tensor for XLA to write and read back; on torch a gather
+    from the log-softmax, whose gradient torch writes in place (Keras' own torch op
+    moves the class axis and copies the logits twice).
+    """
+    y_pred = ops.cast(y_pred, "float32")
+    if not from_logits:
+        return -_take_target(_log_of_probabilities(y_pred), targets)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return ops.sparse_categorical_crossentropy(targets, y_pred, from_logits=True)
+    if backend == "jax":
+        return ops.logsumexp(y_pred, axis=-1) - _take_target(y_pred, targets)
+    return -_take_target(ops.log_softmax(y_pred, axis=-1), targets)
+
+
+def uniform_nll(y_pred, from_logits=True):
+    """`mean_k(-log q(k))` per position, in float32 (the uniform prior's term of eq. 6.3)."""
     y_pred = ops.cast(y_pred, "float32")
     if from_logits:
-        return ops.log_softmax(y_pred, axis=-1)
-    return ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        return ops.logsumexp(y_pred, axis=-1) - ops.mean(y_pred, axis=-1)
+    return -ops.mean(_log_of_probabilities(y_pred), axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -24,8 +54,8 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
 
         loss = (1 - epsilon) * (-log p_y) + epsilon * mean_k(-log p_k),
 
-    which is computed from the log-softmax directly: the `(B, T, V)` one-hot target
-    is never built. Positions whose target equals `ignore_index` add nothing and
+    which is computed from the logits directly (`target_nll`, `uniform_nll`): the
+    `(B, T, V)` one-hot target is never built. Positions whose target equals `ignore_index` add nothing and
     are left out of the mean (a mean over the counted positions, not over B*T).
     Computed in float32 whatever the logits' dtype.
 
@@ -67,15 +97,14 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
-        log_probs = log_probabilities(y_pred, self.from_logits)
         valid = None
         targets = y_true
         if self.ignore_index is not None:
             valid = ops.not_equal(y_true, self.ignore_index)
             targets = ops.where(valid, y_true, 0)  # any in-range id; its loss is masked out
-        target_nll = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(targets, -1), axis=-1), -1)
-        uniform_nll = -ops.mean(log_probs, axis=-1)
-        losses = (1.0 - self.epsilon) * target_nll + self.epsilon * uniform_nll
+        losses = target_nll(y_pred, targets, self.from_logits)
+        if self.epsilon > 0:  # at 0 the uniform term is a (B, T, V) pass that adds nothing
+            losses = (1.0 - self.epsilon) * losses + self.epsilon * uniform_nll(y_pred, self.from_logits)
         if valid is not None:
             losses = ops.where(valid, losses, 0.0)
             _backend.set_keras_mask(losses, valid)  # Loss.__call__ then averages over valid positions

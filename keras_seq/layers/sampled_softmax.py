@@ -13,7 +13,7 @@ from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
-from keras_seq.losses import log_probabilities
+from keras_seq.losses import target_nll
 
 SAMPLERS = ("log_uniform", "uniform")
 
@@ -171,8 +171,7 @@ class SampledSoftmax(keras.layers.Layer):
             losses = self.sampled_losses(hidden, targets)
         else:
             logits = self.full_logits(hidden)
-            log_probs = log_probabilities(logits, from_logits=True)
-            losses = -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(targets, -1), axis=-1), -1)
+            losses = target_nll(logits, targets)
         losses = ops.where(counted, losses, 0.0)
         count = ops.sum(ops.cast(counted, "float32"))
         self.add_loss(ops.sum(losses) / ops.maximum(count, 1.0))

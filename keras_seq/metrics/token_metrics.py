@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
-from keras_seq.losses import log_probabilities
+from keras_seq.losses import target_nll
 
 
 class _MaskedTokenMetric(keras.metrics.Metric):
@@ -79,8 +79,7 @@ class Perplexity(_MaskedTokenMetric):
         self.from_logits = bool(from_logits)
 
     def _per_position(self, y_true, y_pred):
-        log_probs = log_probabilities(y_pred, self.from_logits)
-        return -ops.squeeze(ops.take_along_axis(log_probs, ops.expand_dims(y_true, -1), axis=-1), -1)
+        return target_nll(y_pred, y_true, self.from_logits)
 
     def result(self):
         return ops.exp(ops.divide_no_nan(self.total, self.count))
