@@ -42,6 +42,7 @@ def parser(name, description, data_help, models, default_model, epochs, batch_si
         help="data-parallel training on every local device (TensorFlow MirroredStrategy, JAX DataParallel)",
     )
     p.add_argument("--output-dir", default=f"runs/{name}", metavar="DIR", help="where outputs, checkpoints and logs go")
+    p.add_argument("--traceback", action="store_true", help="on an error, show the full traceback instead of one line")
     return p
 
 
@@ -64,7 +65,11 @@ def check_arguments(args):
 
 
 def main(name, run, parse, argv=None):
-    """Run a recipe: bad input ends with one `error:` line and exit status 2."""
+    """Run a recipe: bad input ends with one `error:` line and exit status 2.
+
+    Any `ValueError` is reported that way (keras_seq raises it for inputs it cannot
+    take, naming the argument); `--traceback` lets it propagate with its traceback.
+    """
     args = parse(argv)
     try:
         check_arguments(args)
@@ -72,6 +77,8 @@ def main(name, run, parse, argv=None):
         keras.utils.set_random_seed(args.seed)
         return run(args)
     except (UsageError, ValueError) as error:
+        if args.traceback:
+            raise
         print(f"{name}: error: {error}", file=sys.stderr)
         sys.exit(2)
 

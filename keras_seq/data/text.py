@@ -49,6 +49,7 @@ def detokenize(tokens, level="word"):
     text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
     text = tf.strings.regex_replace(text, r" ([.,!?;:)\]»…])", r"\1")  # closing marks join the word before
     text = tf.strings.regex_replace(text, r"([(\[«¿¡]) ", r"\1")
+    text = tf.strings.regex_replace(text, r'" ([^"]*?) "', r'"\1"')  # straight quotes: pair them up in order
     return tf.strings.regex_replace(text, "' ", "'")
 
 

@@ -32,6 +32,7 @@ def test_word_tokens_split_punctuation_and_keep_apostrophes_on_the_left():
         "«Bonjour», dit-elle; elle sourit…",
         "¿Dónde está? ¡Aquí!",
         "Don't, won't, can't.",
+        'She said "yes", then "no" (and "maybe").',
         "Ma sœur ne voit pas de chat noir dans le jardin.",
     ],
 )

@@ -43,6 +43,13 @@ def test_tsv_line_without_a_tab(capsys, data_dir, tmp_path, bad_file):
     assert "line 3" in line and "source<TAB>target" in line and "A line without a tab" in line
 
 
+def test_traceback_flag_lets_the_error_propagate(data_dir, tmp_path):
+    missing = tmp_path / "nowhere.tsv"
+    argv = replaced(translate_argv(data_dir, tmp_path / "out"), "--valid", missing) + ["--traceback"]
+    with pytest.raises(ValueError, match="expected an existing file"):
+        recipe_main("translate", argv)
+
+
 def test_tsv_line_with_an_empty_side(capsys, data_dir, tmp_path, bad_file):
     path = bad_file("positive\tGood.\nnegative\t \n")
     line = error_line(capsys, "classify", replaced(classify_argv(data_dir, tmp_path / "out"), "--valid", path))
