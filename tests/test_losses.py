@@ -82,3 +82,25 @@ def test_bad_inputs_raise_value_errors(rng):
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_large_logits_stay_finite_and_exact(rng, epsilon):
+    """Logits of size 1e4 (exp overflows float32): each backend's form of `target_nll` stays exact."""
+    logits = (rng.normal(size=(4, 6, 9)) * 1e4).astype("float32")
+    targets = rng.integers(0, 9, size=(4, 6))
+    loss = float(ks.losses.LabelSmoothingCrossEntropy(epsilon=epsilon)(targets, logits))
+    expected = numpy_label_smoothing(targets, logits.astype("float64"), epsilon)
+    assert np.isfinite(loss) and loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_target_nll_per_position_matches_numpy(rng):
+    from keras_seq.losses import target_nll
+
+    logits = rng.normal(size=(2, 5, 11)).astype("float32") * 4
+    targets = rng.integers(0, 11, size=(2, 5))
+    log_q = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -np.take_along_axis(log_q, targets[..., None], -1)[..., 0]
+    assert_close(target_nll(logits, targets), expected, atol=1e-5)
+    probabilities = np.exp(log_q)
+    assert_close(target_nll(probabilities, targets, from_logits=False), expected, atol=1e-5)
