@@ -20,11 +20,12 @@ def target_nll(y_pred, targets, from_logits=True):
     """`-log q(target)` per position, in float32: `(..., V), (...) -> (...)`.
 
     From logits, the fastest exact form of each backend, none of which builds a
-    `(..., V)` one-hot (benchmarks/RESULTS.md, "Cross-entropy"): TensorFlow's fused
-    sparse softmax cross-entropy kernel; on JAX `logsumexp(z) - z_target`, which
-    leaves no log-softmax tensor for XLA to write and read back; on torch a gather
-    from the log-softmax, whose gradient torch writes in place (Keras' own torch op
-    moves the class axis and copies the logits twice).
+    `(..., V)` one-hot: TensorFlow's fused sparse softmax cross-entropy kernel; on
+    JAX `logsumexp(z) - z_target`, which leaves no log-softmax tensor for XLA to
+    write and read back; on torch a gather from the log-softmax, whose gradient
+    torch writes in place (Keras' own torch op moves the class axis and copies the
+    logits twice). Measured: benchmarks/RESULTS.md, the head + cross-entropy rows
+    and the reading of 2026-11-23.
     """
     y_pred = ops.cast(y_pred, "float32")
     if not from_logits:
@@ -55,8 +56,9 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         loss = (1 - epsilon) * (-log p_y) + epsilon * mean_k(-log p_k),
 
     which is computed from the logits directly (`target_nll`, `uniform_nll`): the
-    `(B, T, V)` one-hot target is never built. Positions whose target equals `ignore_index` add nothing and
-    are left out of the mean (a mean over the counted positions, not over B*T).
+    `(B, T, V)` one-hot target is never built. Positions whose target equals
+    `ignore_index` add nothing and are left out of the mean (a mean over the
+    counted positions, not over B*T).
     Computed in float32 whatever the logits' dtype.
 
     Args:

@@ -17,6 +17,7 @@ from keras_seq.models.generative import GenerativeModel
 from keras_seq.models.input_feeding import InputFeedingDecoder, make_attention
 from keras_seq.models.padding import PaddingMaskFromIds
 
+
 def recurrent_layer(cell, units, return_sequences=False, return_state=False, stateful=False, name=None):
     """The Keras recurrent layer for a `cell` name.
 
