@@ -18,6 +18,7 @@ model's dtype policy.
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_seq import _backend
@@ -192,8 +193,15 @@ def greedy_ragged_prompts(model, ids, prompt_lengths):
     return ids
 
 
-def check_generate_arguments(model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences, min_length=0):
-    owner = f"{type(model).__name__}.generate"
+def _owner(model):
+    return f"{type(model).__name__}.generate"
+
+
+def check_generate_arguments(
+    model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
+    min_length=0, start_id=1, seed=None,
+):
+    owner = _owner(model)
     v.check_choice(owner, "strategy", strategy, STRATEGIES)
     v.check_positive_int(owner, "max_length", max_length)
     if isinstance(min_length, bool) or not isinstance(min_length, int) or not 0 <= min_length <= max_length:
@@ -210,6 +218,10 @@ def check_generate_arguments(model, inputs, max_length, strategy, temperature, k
     vocabulary_size = model.decoding_vocabulary_size
     if end_id is not None and not (isinstance(end_id, int) and 0 <= end_id < vocabulary_size):
         v.fail(owner, "end_id", f"an id in [0, {vocabulary_size}) or None", repr(end_id))
+    if isinstance(start_id, bool) or not isinstance(start_id, (int, np.integer)) or not 0 < start_id < vocabulary_size:
+        v.fail(owner, "start_id", f"an id in [1, {vocabulary_size}) (0 is padding)", repr(start_id))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31):
+        v.fail(owner, "seed", "an integer in [0, 2**31) or None", repr(seed))
     if strategy == "top_k" and k > vocabulary_size:
         v.fail(owner, "k", f"at most the vocabulary size {vocabulary_size}", k)
     if strategy == "beam" and num_beams > vocabulary_size:
@@ -280,9 +292,17 @@ def generate(
     `inputs` is an id tensor, or a dict of tensors (e.g. ids and a conditioning
     vector) whose ids `model._input_ids(inputs)` picks out for the checks.
     """
+    if isinstance(inputs, (list, tuple)):  # nested lists of ids, not a structure of tensors
+        try:
+            inputs = np.asarray(inputs)
+        except ValueError:
+            v.fail(_owner(model), "inputs", "a rectangular (batch, length) array of ids", "lists of different lengths")
     inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
     ids = model._input_ids(inputs)
-    check_generate_arguments(model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences, min_length)
+    check_generate_arguments(
+        model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
+        min_length, start_id, seed,
+    )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
     settings = dict(

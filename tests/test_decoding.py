@@ -194,6 +194,11 @@ def test_bad_arguments_raise_value_errors():
         (dict(max_length=6, min_length=7), r"min_length.*\[0, max_length=6\]"),
         (dict(max_length=6, strategy="nucleus"), r"strategy.*'greedy'"),
         (dict(max_length=6, strategy="beam", num_beams=2, num_return_sequences=3), r"num_return_sequences.*num_beams=2"),
+        (dict(max_length=6, start_id=0), r"start_id.*\[1, 20\)"),
+        (dict(max_length=6, start_id=20), r"start_id.*\[1, 20\)"),
+        (dict(max_length=6, strategy="sample", seed=2**31), r"seed.*\[0, 2\*\*31\)"),
+        (dict(max_length=6, strategy="sample", seed=-1), r"seed.*\[0, 2\*\*31\)"),
+        (dict(max_length=6, strategy="sample", seed=1.5), r"seed.*\[0, 2\*\*31\)"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -202,3 +207,13 @@ def test_bad_arguments_raise_value_errors():
         model.generate(np.ones((2, 3), "float32"), 6)
     with pytest.raises(ValueError, match=r"inputs.*ids in \[0, 20\)"):
         model.generate(np.full((2, 3), 25, "int32"), 6)
+    with pytest.raises(ValueError, match=r"inputs.*rectangular.*lists of different lengths"):
+        model.generate([[3, 4, 5], [6]], 6)
+
+
+def test_nested_list_prompts_equal_arrays():
+    model = ks.models.transformer_lm(20, 8, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    prompt = [[3, 4, 5], [6, 7, 8]]
+    np.testing.assert_array_equal(
+        to_numpy(model.generate(prompt, 6)), to_numpy(model.generate(np.asarray(prompt, "int32"), 6))
+    )

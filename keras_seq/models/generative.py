@@ -40,15 +40,18 @@ class GenerativeModel(keras.Model):
 
         Args:
             inputs: a language model's prompt `(B, P)`, or a seq2seq model's encoder
-                ids `(B, S)` (decoding then starts from `start_id`).
+                ids `(B, S)` (decoding then starts from `start_id`): a tensor, a NumPy
+                array or nested lists of ids.
             max_length: length of the returned ids, prompt (or start id) included.
             strategy: `greedy`, `sample` (softmax with `temperature`), `top_k` (the
                 k most likely), `top_p` (the smallest set with probability >= p), or
                 `beam` (beam search with `num_beams` beams and the GNMT length
                 penalty `((5 + len) / 6) ** length_penalty` at the final ranking).
             end_id: an id that ends a sequence; later positions are 0 (padding).
+            start_id: the first decoder id of a seq2seq model, in `[1, V)`.
             num_return_sequences: samples (or best beams) per input row.
-            seed: makes sampling repeatable (same ids on every call).
+            seed: an integer in `[0, 2**31)` that makes sampling repeatable (same
+                ids on every call, on every backend).
             min_length: `end_id` is not generated before this position (the
                 prompt or start id counts), so no sequence ends shorter.
 
@@ -59,7 +62,8 @@ class GenerativeModel(keras.Model):
 
         Raises:
             ValueError: on a bad strategy or parameter, a prompt longer than
-                `max_length`, or an `end_id` outside the vocabulary.
+                `max_length`, an `end_id` or `start_id` outside the vocabulary, or a
+                seed outside int32.
         """
         return decoding.generate(
             self,

@@ -117,3 +117,12 @@ def test_one_bucket_when_everything_is_short():
     batches = list(pipeline.padded_batches(features, 3, 8, lambda b: b["ids"]))
     assert [b.shape for b in batches] == [(3, 8), (1, 8)]
     assert pipeline.count_batches(pipeline.padded_batches(features, 3, 8, lambda b: b["ids"])) == 2
+
+
+def test_data_is_reachable_from_the_package_import():
+    import keras_seq as ks
+    import keras_seq.data.mlm
+
+    assert ks.data.TokenMasker is keras_seq.data.mlm.TokenMasker
+    with pytest.raises(AttributeError, match="no attribute 'datasets'"):
+        ks.datasets
