@@ -119,8 +119,9 @@ def heads_first_attention():
 
     True on JAX on the CPU: there, einsum projections into the heads-first layout and
     the scores as batched products, softmax in the graph, made a training step of a
-    causal self-attention layer about 19% faster than `(B, T, H, d)` projections fed
-    to `jax.nn.dot_product_attention` (B=32, T=128, D=256, 4 heads). Elsewhere the
+    causal self-attention layer about 15% faster than `(B, T, H, d)` projections fed
+    to `jax.nn.dot_product_attention` (B=32, T=128, D=256, 4 heads; 104 against 121 ms,
+    benchmarks/RESULTS.md). Elsewhere the
     fused kernel (flash/cuDNN on GPUs, PyTorch's SDPA, XLA on TensorFlow) is as fast
     or faster, and is kept.
     """
