@@ -11,12 +11,13 @@ import importlib
 from keras_seq import decoding, layers, losses, metrics, models, schedules
 
 __version__ = "0.1.0"
-__all__ = ["data", "decoding", "layers", "losses", "metrics", "models", "schedules"]
+__all__ = ["decoding", "layers", "losses", "metrics", "models", "schedules"]  # not `data`: see below
 
 
 def __getattr__(name):
     # `keras_seq.data` builds tf.data pipelines and so imports TensorFlow: it loads on
-    # first use (`ks.data`), sparing JAX and torch programs that never touch it.
+    # first use (`ks.data`), sparing JAX and torch programs that never touch it (and
+    # `from keras_seq import *`, which leaves it out).
     if name == "data":
         return importlib.import_module("keras_seq.data")
     raise AttributeError(f"module 'keras_seq' has no attribute {name!r}")

@@ -197,6 +197,15 @@ def _owner(model):
     return f"{type(model).__name__}.generate"
 
 
+def _id_array(model, nested):
+    """Nested lists of ids as one array, or a `ValueError` when they are not rectangular."""
+    try:
+        return np.asarray(nested)
+    except ValueError:
+        pass
+    v.fail(_owner(model), "inputs", "a rectangular (batch, length) array of ids", "nested lists of different lengths")
+
+
 def check_generate_arguments(
     model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
     min_length=0, start_id=1, seed=None,
@@ -220,8 +229,8 @@ def check_generate_arguments(
         v.fail(owner, "end_id", f"an id in [0, {vocabulary_size}) or None", repr(end_id))
     if isinstance(start_id, bool) or not isinstance(start_id, (int, np.integer)) or not 0 < start_id < vocabulary_size:
         v.fail(owner, "start_id", f"an id in [1, {vocabulary_size}) (0 is padding)", repr(start_id))
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**31):
-        v.fail(owner, "seed", "an integer in [0, 2**31) or None", repr(seed))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -(2**31) <= seed < 2**31):
+        v.fail(owner, "seed", "an int32 integer, in [-2**31, 2**31), or None", repr(seed))
     if strategy == "top_k" and k > vocabulary_size:
         v.fail(owner, "k", f"at most the vocabulary size {vocabulary_size}", k)
     if strategy == "beam" and num_beams > vocabulary_size:
@@ -293,10 +302,7 @@ def generate(
     vector) whose ids `model._input_ids(inputs)` picks out for the checks.
     """
     if isinstance(inputs, (list, tuple)):  # nested lists of ids, not a structure of tensors
-        try:
-            inputs = np.asarray(inputs)
-        except ValueError:
-            v.fail(_owner(model), "inputs", "a rectangular (batch, length) array of ids", "lists of different lengths")
+        inputs = _id_array(model, inputs)
     inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
     ids = model._input_ids(inputs)
     check_generate_arguments(
@@ -314,7 +320,7 @@ def generate(
         num_beams=num_beams,
         length_penalty=float(length_penalty),
         end_id=end_id,
-        start_id=start_id,
+        start_id=int(start_id),
         num_return_sequences=num_return_sequences,
         min_length=min_length,
     )

@@ -119,6 +119,8 @@ def test_sampling_is_repeatable_with_a_seed_and_follows_the_distribution():
     first = run(model, prompt, 6, strategy="sample", seed=11)
     np.testing.assert_array_equal(first, run(model, prompt, 6, strategy="sample", seed=11))
     assert not np.array_equal(first, run(model, prompt, 6, strategy="sample", seed=12))
+    lowest = run(model, prompt, 6, strategy="sample", seed=-(2**31))  # any int32 seed
+    np.testing.assert_array_equal(lowest, run(model, prompt, 6, strategy="sample", seed=-(2**31)))
     frequencies = np.bincount(first[:, 1:].ravel(), minlength=6) / first[:, 1:].size
     np.testing.assert_allclose(frequencies, PROBS, atol=0.03)
     cold = run(model, prompt, 6, strategy="sample", seed=11, temperature=0.25)
@@ -196,9 +198,9 @@ def test_bad_arguments_raise_value_errors():
         (dict(max_length=6, strategy="beam", num_beams=2, num_return_sequences=3), r"num_return_sequences.*num_beams=2"),
         (dict(max_length=6, start_id=0), r"start_id.*\[1, 20\)"),
         (dict(max_length=6, start_id=20), r"start_id.*\[1, 20\)"),
-        (dict(max_length=6, strategy="sample", seed=2**31), r"seed.*\[0, 2\*\*31\)"),
-        (dict(max_length=6, strategy="sample", seed=-1), r"seed.*\[0, 2\*\*31\)"),
-        (dict(max_length=6, strategy="sample", seed=1.5), r"seed.*\[0, 2\*\*31\)"),
+        (dict(max_length=6, strategy="sample", seed=2**31), r"seed.*int32.*\[-2\*\*31, 2\*\*31\)"),
+        (dict(max_length=6, strategy="sample", seed=-(2**31) - 1), r"seed.*int32"),
+        (dict(max_length=6, strategy="sample", seed=1.5), r"seed.*int32"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -207,7 +209,7 @@ def test_bad_arguments_raise_value_errors():
         model.generate(np.ones((2, 3), "float32"), 6)
     with pytest.raises(ValueError, match=r"inputs.*ids in \[0, 20\)"):
         model.generate(np.full((2, 3), 25, "int32"), 6)
-    with pytest.raises(ValueError, match=r"inputs.*rectangular.*lists of different lengths"):
+    with pytest.raises(ValueError, match=r"inputs.*rectangular.*nested lists of different lengths"):
         model.generate([[3, 4, 5], [6]], 6)
 
 

@@ -208,14 +208,15 @@ class MultiHeadAttention(keras.layers.Layer):
         if use_causal_mask:
             offset = 0 if cache_update_index is None else cache_update_index
             causal = causal_mask(ops.shape(q)[time_axis], ops.shape(k)[time_axis], offset)
-        mask = merge_masks(key_padding, attention_mask, causal)
         # A causal mask alone leaves every query at least its own key: no empty rows to guard.
         causal_alone = causal is not None and key_padding is None and attention_mask is None
         dropping = self.dropout > 0 and bool(training)
         fused = not (heads_first or return_attention_scores or dropping) and self.key_dim == self.value_dim
+        kernel_causal = fused and causal_alone and cache is None  # the kernel masks causally itself
+        mask = None if kernel_causal else merge_masks(key_padding, attention_mask, causal)
         scores = None
         if fused:
-            output = self._fused_attention(q, k, v_, mask, causal_alone and cache is None, causal_alone)
+            output = self._fused_attention(q, k, v_, mask, kernel_causal, causal_alone)
         elif heads_first:
             output, scores = self._explicit_attention(q, k, v_, mask, causal_alone, training)
         else:
@@ -242,13 +243,13 @@ class MultiHeadAttention(keras.layers.Layer):
     def _fused_attention(self, q, k, v_, mask, is_causal, rows_never_empty):
         """Eq. 4.6 by `keras.ops.dot_product_attention`: `(B,Tq,H,d), (B,Tk,H,d), (B,Tk,H,d) -> (B,Tq,H,d)`.
 
-        With `is_causal` the kernel builds the causal mask itself and `mask` is not passed.
+        With `is_causal` (and no `mask`) the kernel builds the causal mask itself.
         """
         scale = 1.0 / math.sqrt(self.key_dim)
         # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
         # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
         flash = keras.config.is_flash_attention_enabled()
-        if mask is None or is_causal:
+        if mask is None:
             return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal, flash_attention=flash)
         if rows_never_empty:
             return ops.dot_product_attention(q, k, v_, mask=ops.expand_dims(mask, 1), scale=scale, flash_attention=flash)
