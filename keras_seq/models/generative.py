@@ -50,8 +50,8 @@ class GenerativeModel(keras.Model):
             end_id: an id that ends a sequence; later positions are 0 (padding).
             start_id: the first decoder id of a seq2seq model, in `[1, V)`.
             num_return_sequences: samples (or best beams) per input row.
-            seed: an integer in `[0, 2**31)` that makes sampling repeatable (same
-                ids on every call, on every backend).
+            seed: an int32 integer that makes sampling repeatable (same ids on
+                every call, on every backend).
             min_length: `end_id` is not generated before this position (the
                 prompt or start id counts), so no sequence ends shorter.
 
