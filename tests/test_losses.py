@@ -78,6 +78,7 @@ def test_bad_inputs_raise_value_errors(rng):
         (lambda: ks.losses.LabelSmoothingCrossEntropy(ignore_index=0.5), r"ignore_index.*integer"),
         (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3, 4), "int32"), logits), r"y_true.*\(3, 5\)"),
         (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3,), "int32"), logits[0, 0]), r"y_pred.*rank 2 or rank 3"),
+        (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.full((3, 5), 7), logits), r"y_true.*ids in \[0, 7\).*\[7, 7\]"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -104,3 +105,76 @@ def test_target_nll_per_position_matches_numpy(rng):
     assert_close(target_nll(logits, targets), expected, atol=1e-5)
     probabilities = np.exp(log_q)
     assert_close(target_nll(probabilities, targets, from_logits=False), expected, atol=1e-5)
+
+
+def numpy_sparse_cross_entropy(targets, logits, ignore_class=None):
+    """Per-position `-log softmax(z)_y`, 0 where the target is `ignore_class`."""
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_q = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    safe = targets if ignore_class is None else np.where(targets == ignore_class, 0, targets)
+    losses = -np.take_along_axis(log_q, safe[..., None], -1)[..., 0]
+    return losses if ignore_class is None else np.where(targets == ignore_class, 0.0, losses)
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 5)])
+@pytest.mark.parametrize("ignore_class", [None, 0])
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "sum", None])
+def test_sparse_cross_entropy_matches_keras_and_numpy(rng, shape, ignore_class, reduction):
+    logits = rng.normal(size=(*shape, 9)).astype("float32") * 3
+    targets = rng.integers(0, 9, size=shape)
+    targets.flat[0] = 0
+    weights = rng.uniform(0.5, 2.0, size=shape).astype("float32")
+    options = dict(from_logits=True, ignore_class=ignore_class, reduction=reduction)
+    ours, theirs = ks.losses.SparseCategoricalCrossentropy(**options), keras.losses.SparseCategoricalCrossentropy(**options)
+    for sample_weight in (None, weights):
+        assert_close(ours(targets, logits, sample_weight), theirs(targets, logits, sample_weight), atol=1e-5)
+    per_position = numpy_sparse_cross_entropy(targets, logits, ignore_class)
+    if reduction is None:
+        assert_close(ours(targets, logits), per_position, atol=1e-5)
+    elif reduction == "sum":
+        assert float(ours(targets, logits)) == pytest.approx(per_position.sum(), rel=1e-5)
+    else:
+        counted = np.ones(shape, bool) if ignore_class is None else targets != ignore_class
+        assert float(ours(targets, logits)) == pytest.approx(per_position[counted].mean(), rel=1e-5)
+
+
+def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
+    logits = rng.normal(size=(4, 7)).astype("float32")
+    targets = np.array([0, 3, 6, 3])
+    softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    expected = (softmax - np.eye(7)[targets]) / 4  # d mean_i(-log q_i(y_i)) / d z
+    # Row i of the identity picks row i of the kernel: the logits are the kernel, and one
+    # SGD step at rate 1 subtracts the loss's gradient with respect to them.
+    layer = keras.layers.Dense(7, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
+    model = keras.Sequential([keras.Input((4,)), layer])
+    model.compile(keras.optimizers.SGD(1.0), ks.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.train_on_batch(np.eye(4, dtype="float32"), targets)
+    assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
+
+
+def test_sparse_cross_entropy_edge_cases(rng):
+    loss = ks.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    logits = (rng.normal(size=(2, 3, 5)) * 1e4).astype("float32")
+    targets = rng.integers(1, 5, size=(2, 3))
+    value = float(loss(targets, logits))  # exp overflows float32: still exact
+    assert np.isfinite(value) and value == pytest.approx(numpy_sparse_cross_entropy(targets, logits.astype("float64")).mean(), rel=1e-5)
+    assert float(loss(np.zeros((2, 3), "int32"), logits)) == 0.0  # every position ignored: 0, not NaN
+    assert_close(loss(targets[..., None], logits), loss(targets, logits))  # targets (B, T, 1) as in Keras
+    for unknown in (5, -1):  # not a silent NaN (JAX's gather) or 0 (Keras' one-hot on JAX)
+        with pytest.raises(ValueError, match=rf"SparseCategoricalCrossentropy.*y_true.*ids in \[0, 5\).*{unknown}"):
+            loss(np.full((2, 3), unknown), logits)
+    ignoring = ks.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100)  # out of range, but ignored
+    assert np.isfinite(float(ignoring(np.where(targets > 2, -100, targets), logits)))
+    probabilities = ks.losses.SparseCategoricalCrossentropy(from_logits=False)  # Keras' own function
+    softmax = keras.ops.softmax(logits[:1, :1] / 1e4)
+    expected = keras.losses.SparseCategoricalCrossentropy()(targets[:1, :1], softmax)
+    assert float(probabilities(targets[:1, :1], softmax)) == pytest.approx(float(expected), rel=1e-6)
+
+
+def test_sparse_cross_entropy_config_is_keras_config():
+    theirs = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0, reduction="sum", name="xent")
+    ours = ks.losses.SparseCategoricalCrossentropy.like(theirs)
+    assert isinstance(ours, keras.losses.SparseCategoricalCrossentropy)
+    assert ours.get_config() == theirs.get_config() and ours.dtype == theirs.dtype
+    restored = keras.losses.deserialize(keras.losses.serialize(ours))
+    assert type(restored) is ks.losses.SparseCategoricalCrossentropy and restored.get_config() == ours.get_config()

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
-from keras_seq import decoding
+from keras_seq import decoding, losses
 
 
 class GenerativeModel(keras.Model):
@@ -19,6 +19,24 @@ class GenerativeModel(keras.Model):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._compiled_decoders = {}
+
+    def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
+        """`keras.Model.compile`, with Keras' `SparseCategoricalCrossentropy` computed faster.
+
+        An instance of exactly that class becomes `ks.losses.SparseCategoricalCrossentropy`
+        with the same configuration: the same loss and gradients, without the
+        `(B, T, V)` one-hot of Keras' JAX op or the logits copy of its torch op
+        (a `transformer_lm` training step 8-13% faster there; benchmarks/RESULTS.md).
+        """
+        if type(loss) is keras.losses.SparseCategoricalCrossentropy:
+            loss = losses.SparseCategoricalCrossentropy.like(loss)
+        super().compile(optimizer, loss, *args, **kwargs)
+
+    def compile_from_config(self, config):
+        """Compile a loaded model as saved (Keras does it only for models that keep its own `compile`)."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if hasattr(self, "optimizer") and self.built:
+            self.optimizer.build(self.trainable_variables)  # so the saved optimizer state can load
 
     def generate(
         self,

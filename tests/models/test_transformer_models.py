@@ -191,3 +191,42 @@ def test_seq2seq_cross_attention_weights_are_distributions_over_real_source_toke
     np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
     with pytest.raises(ValueError, match="return_attention_scores"):
         model.decoder_blocks[0](np.zeros((1, 2, 16), "float32"), np.zeros((1, 3, 16), "float32"), cache=np.zeros((1, 2, 4, 2, 8), "float32"), cache_update_index=0, return_attention_scores=True)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: ks.models.transformer_lm(12, 6, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32),
+    lambda: ks.models.rnn_lm(12, embedding_dim=8, units=16),
+], ids=["transformer_lm", "rnn_lm"])
+def test_compile_computes_keras_sparse_cross_entropy_with_ks_losses(rng, tmp_path, build):
+    """Keras' `SparseCategoricalCrossentropy` trains exactly as Keras' own op does; the user's loss is left as it was."""
+    ids = rng.integers(1, 12, size=(4, 6)).astype("int32")
+    ids[0, 4:] = 0
+    targets = np.concatenate([ids[:, 1:], np.zeros((4, 1), "int32")], axis=1)
+
+    def compiled(loss):
+        keras.utils.set_random_seed(3)
+        model = build()
+        model.compile(keras.optimizers.SGD(0.5), loss)
+        return model
+
+    user_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0, name="xent")
+    swapped = compiled(user_loss)
+
+    def keras_function(y_true, y_pred):
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True, ignore_class=0)
+
+    keras_op = compiled(keras_function)
+    assert type(swapped.loss) is ks.losses.SparseCategoricalCrossentropy
+    assert swapped.loss.get_config() == user_loss.get_config()
+    assert type(user_loss) is keras.losses.SparseCategoricalCrossentropy and user_loss.fn is keras.losses.sparse_categorical_crossentropy
+    assert keras_op.loss is keras_function  # anything but Keras' class itself is kept
+    for _ in range(3):
+        assert swapped.train_on_batch(ids, targets) == pytest.approx(keras_op.train_on_batch(ids, targets), rel=1e-5)
+    for ours, theirs in zip(swapped.weights, keras_op.weights):
+        np.testing.assert_allclose(to_numpy(ours), to_numpy(theirs), atol=1e-5)
+    path = tmp_path / "lm.keras"
+    swapped.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded.loss) is ks.losses.SparseCategoricalCrossentropy and loaded.loss.get_config() == user_loss.get_config()
+    assert int(to_numpy(loaded.optimizer.iterations)) == 3  # compiled on load, optimizer state restored
+    assert loaded.evaluate(ids, targets, verbose=0) == pytest.approx(keras_op.evaluate(ids, targets, verbose=0), rel=1e-5)
