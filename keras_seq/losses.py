@@ -38,6 +38,12 @@ def target_nll(y_pred, targets, from_logits=True):
     return -_take_target(ops.log_softmax(y_pred, axis=-1), targets)
 
 
+def known_target_nll(y_pred, targets, from_logits=True):
+    """`target_nll`, and 0 where a target lies outside `[0, V)` rather than a gather's NaN or error."""
+    known = ops.logical_and(ops.greater_equal(targets, 0), ops.less(targets, y_pred.shape[-1]))
+    return ops.where(known, target_nll(y_pred, ops.where(known, targets, 0), from_logits), 0.0), known
+
+
 def uniform_nll(y_pred, from_logits=True):
     """`mean_k(-log q(k))` per position, in float32 (the uniform prior's term of eq. 6.3)."""
     y_pred = ops.cast(y_pred, "float32")
@@ -47,26 +53,23 @@ def uniform_nll(y_pred, from_logits=True):
 
 
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_class=None, axis=-1):
-    """`keras.losses.sparse_categorical_crossentropy`, from logits by `target_nll`.
+    """`keras.losses.sparse_categorical_crossentropy`, from logits by `target_nll` (in float32).
 
-    The same values and gradients (up to float rounding) and the same `ignore_class`
-    handling (those positions are 0 and masked out); probabilities, or a class axis
-    other than the last, go to Keras' own function.
+    As Keras' op: positions whose target is `ignore_class` are 0 and masked out of
+    the mean; other targets outside `[0, V)` (e.g. an unset `-100` padding) count as
+    0, the value of Keras' one-hot on JAX, rather than the NaN of a gather.
+    Probabilities, or a class axis other than the last, go to Keras' own function.
     """
     if not from_logits or axis not in (-1, len(y_pred.shape) - 1):
         return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits, ignore_class, axis)
     y_true = ops.cast(y_true, "int32")
     if len(y_true.shape) == len(y_pred.shape) and y_true.shape[-1] == 1:
         y_true = ops.squeeze(y_true, -1)
-    owner = "SparseCategoricalCrossentropy"
-    if ignore_class is None:
-        v.check_ids_below(owner, "y_true", y_true, y_pred.shape[-1])
-        return target_nll(y_pred, y_true)
-    valid = ops.not_equal(y_true, ignore_class)
-    targets = ops.where(valid, y_true, 0)
-    v.check_ids_below(owner, "y_true", targets, y_pred.shape[-1])
-    losses = ops.where(valid, target_nll(y_pred, targets), 0.0)
-    _backend.set_keras_mask(losses, valid)
+    losses, _ = known_target_nll(y_pred, y_true)
+    if ignore_class is not None:
+        valid = ops.not_equal(y_true, ignore_class)
+        losses = ops.where(valid, losses, 0.0)
+        _backend.set_keras_mask(losses, valid)
     return losses
 
 
@@ -78,8 +81,10 @@ class SparseCategoricalCrossentropy(keras.losses.SparseCategoricalCrossentropy):
     `-log softmax(z)_y`, whose gradient with respect to the logits is
     `softmax(z) - onehot(y)`. From logits it goes through `target_nll`: no `(..., V)` one-hot (Keras' JAX op
     builds one) and no move of the class axis (Keras' torch op copies the logits);
-    on TensorFlow both run TF's fused kernel. keras_seq's language and seq2seq
-    models compile Keras' own class as this one (`GenerativeModel.compile`).
+    on TensorFlow both run TF's fused kernel. The loss is computed in float32, and
+    the logits of ignored positions must be finite (Keras zeroes them first, which
+    costs a pass over the logits). keras_seq's language and seq2seq models compile
+    Keras' own class as this one (`GenerativeModel.compile`).
     """
 
     def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size", axis=-1, name="sparse_categorical_crossentropy", dtype=None):
@@ -104,8 +109,8 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
     which is computed from the logits directly (`target_nll`, `uniform_nll`): the
     `(B, T, V)` one-hot target is never built. Positions whose target equals
     `ignore_index` add nothing and are left out of the mean (a mean over the
-    counted positions, not over B*T).
-    Computed in float32 whatever the logits' dtype.
+    counted positions, not over B*T); a target outside `[0, V)` adds 0 (never
+    NaN) but is counted. Computed in float32 whatever the logits' dtype.
 
     Args:
         epsilon: smoothing mass in [0, 1); 0 gives plain cross-entropy.
@@ -150,10 +155,10 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         if self.ignore_index is not None:
             valid = ops.not_equal(y_true, self.ignore_index)
             targets = ops.where(valid, y_true, 0)  # any in-range id; its loss is masked out
-        v.check_ids_below(f"LabelSmoothingCrossEntropy '{self.name}'", "y_true", targets, y_pred.shape[-1])
-        losses = target_nll(y_pred, targets, self.from_logits)
+        losses, known = known_target_nll(y_pred, targets, self.from_logits)
         if self.epsilon > 0:  # at 0 the uniform term is a (B, T, V) pass that adds nothing
-            losses = (1.0 - self.epsilon) * losses + self.epsilon * uniform_nll(y_pred, self.from_logits)
+            uniform = ops.where(known, uniform_nll(y_pred, self.from_logits), 0.0)
+            losses = (1.0 - self.epsilon) * losses + self.epsilon * uniform
         if valid is not None:
             losses = ops.where(valid, losses, 0.0)
             _backend.set_keras_mask(losses, valid)  # Loss.__call__ then averages over valid positions

@@ -230,3 +230,17 @@ def test_compile_computes_keras_sparse_cross_entropy_with_ks_losses(rng, tmp_pat
     assert type(loaded.loss) is ks.losses.SparseCategoricalCrossentropy and loaded.loss.get_config() == user_loss.get_config()
     assert int(to_numpy(loaded.optimizer.iterations)) == 3  # compiled on load, optimizer state restored
     assert loaded.evaluate(ids, targets, verbose=0) == pytest.approx(keras_op.evaluate(ids, targets, verbose=0), rel=1e-5)
+
+
+def test_a_users_own_compile_is_not_called_on_load():
+    """As Keras does for any model whose `compile` is overridden: a warning, not a call with Keras' arguments."""
+
+    class OwnCompile(ks.models.TransformerLM):
+        def compile(self, learning_rate=1e-2):
+            super().compile(keras.optimizers.SGD(learning_rate), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    model = OwnCompile(12, 6, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)
+    model.compile()
+    assert type(model.loss) is ks.losses.SparseCategoricalCrossentropy
+    with pytest.warns(UserWarning, match="compile"):
+        model.compile_from_config(model.get_compile_config())
