@@ -19,26 +19,36 @@ def owner_name(layer):
     return f"{type(layer).__name__} '{layer.name}'"
 
 
+def is_integer(value):
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def is_number(value):
+    """A Python or NumPy real number, not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
 def check_positive_int(owner, argument, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_integer(value) or value < 1:
         fail(owner, argument, "a positive integer", repr(value))
     return int(value)
 
 
 def check_positive_number(owner, argument, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value <= 0:
+    if not is_number(value) or value <= 0:
         fail(owner, argument, "a positive number", repr(value))
     return float(value)
 
 
 def check_probability(owner, argument, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 <= value < 1:
+    if not is_number(value) or not 0 <= value < 1:
         fail(owner, argument, "a number in [0, 1)", repr(value))
     return float(value)
 
 
 def check_optional_id(owner, argument, value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+    if value is not None and not is_integer(value):
         fail(owner, argument, "an integer id or None", repr(value))
     return None if value is None else int(value)
 

@@ -17,6 +17,8 @@ and runs under `torch.no_grad`. Scores are float32 log-probabilities whatever th
 model's dtype policy.
 """
 
+import math
+
 import keras
 import numpy as np
 from keras import ops
@@ -54,7 +56,7 @@ def _gumbel_argmax(logits, seed, step):
 
 
 def _keep_top_k(logits, k):
-    kth = ops.top_k(logits, k, sorted=True)[0][:, -1:]
+    kth = ops.top_k(logits, min(k, logits.shape[-1]), sorted=True)[0][:, -1:]  # k past V keeps every id
     return ops.where(logits < kth, _NEG_INF, logits)
 
 
@@ -208,31 +210,31 @@ def _id_array(model, nested):
 
 def check_generate_arguments(
     model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
-    min_length=0, start_id=1, seed=None,
+    min_length=0, start_id=1, seed=None, length_penalty=0.6,
 ):
     owner = _owner(model)
     v.check_choice(owner, "strategy", strategy, STRATEGIES)
     v.check_positive_int(owner, "max_length", max_length)
-    if isinstance(min_length, bool) or not isinstance(min_length, int) or not 0 <= min_length <= max_length:
+    if not v.is_integer(min_length) or not 0 <= min_length <= max_length:
         v.fail(owner, "min_length", f"an integer in [0, max_length={max_length}]", repr(min_length))
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
-        v.fail(owner, "temperature", "a number > 0", repr(temperature))
+    if not v.is_number(temperature) or not 0 < temperature < math.inf:
+        v.fail(owner, "temperature", "a finite number > 0", repr(temperature))
     v.check_positive_int(owner, "k", k)
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+    if not v.is_number(p) or not 0 < p <= 1:
         v.fail(owner, "p", "a number in (0, 1]", repr(p))
+    if not v.is_number(length_penalty) or not math.isfinite(length_penalty):
+        v.fail(owner, "length_penalty", "a finite number (the GNMT alpha)", repr(length_penalty))
     v.check_positive_int(owner, "num_beams", num_beams)
     v.check_positive_int(owner, "num_return_sequences", num_return_sequences)
     if strategy == "beam" and num_return_sequences > num_beams:
         v.fail(owner, "num_return_sequences", f"at most num_beams={num_beams}", num_return_sequences)
     vocabulary_size = model.decoding_vocabulary_size
-    if end_id is not None and not (isinstance(end_id, int) and 0 <= end_id < vocabulary_size):
+    if end_id is not None and not (v.is_integer(end_id) and 0 <= end_id < vocabulary_size):
         v.fail(owner, "end_id", f"an id in [0, {vocabulary_size}) or None", repr(end_id))
-    if isinstance(start_id, bool) or not isinstance(start_id, (int, np.integer)) or not 0 < start_id < vocabulary_size:
+    if not v.is_integer(start_id) or not 0 < start_id < vocabulary_size:
         v.fail(owner, "start_id", f"an id in [1, {vocabulary_size}) (0 is padding)", repr(start_id))
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not -(2**31) <= seed < 2**31):
+    if seed is not None and (not v.is_integer(seed) or not -(2**31) <= seed < 2**31):
         v.fail(owner, "seed", "an int32 integer, in [-2**31, 2**31), or None", repr(seed))
-    if strategy == "top_k" and k > vocabulary_size:
-        v.fail(owner, "k", f"at most the vocabulary size {vocabulary_size}", k)
     if strategy == "beam" and num_beams > vocabulary_size:
         v.fail(owner, "num_beams", f"at most the vocabulary size {vocabulary_size}", num_beams)
     v.check_rank(owner, "inputs", inputs, 2)
@@ -307,22 +309,22 @@ def generate(
     ids = model._input_ids(inputs)
     check_generate_arguments(
         model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
-        min_length, start_id, seed,
+        min_length, start_id, seed, length_penalty,
     )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
     settings = dict(
-        max_length=max_length,
+        max_length=int(max_length),
         strategy=strategy,
         temperature=float(temperature),
-        k=k,
+        k=min(int(k), model.decoding_vocabulary_size),  # one compiled decoder for every k past V
         p=float(p),
-        num_beams=num_beams,
+        num_beams=int(num_beams),
         length_penalty=float(length_penalty),
-        end_id=end_id,
+        end_id=None if end_id is None else int(end_id),
         start_id=int(start_id),
-        num_return_sequences=num_return_sequences,
-        min_length=min_length,
+        num_return_sequences=int(num_return_sequences),
+        min_length=int(min_length),
     )
     shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
     key = (tuple(sorted(settings.items())), shapes)

@@ -79,16 +79,26 @@ class SparseCategoricalCrossentropy(keras.losses.SparseCategoricalCrossentropy):
 
     Eq. 6.1 of seed 000 with the one-hot target `p(k) = delta(k, y)`: per position
     `-log softmax(z)_y`, whose gradient with respect to the logits is
-    `softmax(z) - onehot(y)`. From logits it goes through `target_nll`: no `(..., V)` one-hot (Keras' JAX op
-    builds one) and no move of the class axis (Keras' torch op copies the logits);
-    on TensorFlow both run TF's fused kernel. The loss is computed in float32, and
+    `softmax(z) - onehot(y)`. From logits it goes through `target_nll`: no `(..., V)`
+    one-hot (Keras' JAX op builds one) and no move of the class axis (Keras' torch op
+    copies the logits); on TensorFlow both run TF's fused kernel. The loss is computed in float32, and
     the logits of ignored positions must be finite (Keras zeroes them first, which
     costs a pass over the logits). keras_seq's language and seq2seq models compile
     Keras' own class as this one (`GenerativeModel.compile`).
     """
 
-    def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size", axis=-1, name="sparse_categorical_crossentropy", dtype=None):
-        super().__init__(from_logits=from_logits, ignore_class=ignore_class, reduction=reduction, axis=axis, name=name, dtype=dtype)
+    def __init__(
+        self,
+        from_logits=False,
+        ignore_class=None,
+        reduction="sum_over_batch_size",
+        axis=-1,
+        name="sparse_categorical_crossentropy",
+        dtype=None,
+    ):
+        super().__init__(
+            from_logits=from_logits, ignore_class=ignore_class, reduction=reduction, axis=axis, name=name, dtype=dtype
+        )
         self.fn = sparse_categorical_crossentropy
 
     @classmethod
@@ -126,7 +136,15 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         vision", section 7.
     """
 
-    def __init__(self, epsilon=0.1, from_logits=True, ignore_index=None, reduction="sum_over_batch_size", name="label_smoothing_cross_entropy", **kwargs):
+    def __init__(
+        self,
+        epsilon=0.1,
+        from_logits=True,
+        ignore_index=None,
+        reduction="sum_over_batch_size",
+        name="label_smoothing_cross_entropy",
+        **kwargs,
+    ):
         super().__init__(reduction=reduction, name=name, **kwargs)
         owner = f"LabelSmoothingCrossEntropy '{name}'"
         self.epsilon = v.check_probability(owner, "epsilon", epsilon)

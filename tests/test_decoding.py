@@ -138,6 +138,31 @@ def test_top_k_and_top_p_sample_only_inside_their_sets():
     np.testing.assert_allclose(np.mean(nucleus == 5), 0.5 / 0.7, atol=0.05)
 
 
+def test_top_k_past_the_vocabulary_keeps_every_id_and_numpy_scalars_are_accepted():
+    model = MarkovChain(np.tile(PROBS, (6, 1)))
+    prompt = np.ones((50, 1), "int32")
+    sampled = run(model, prompt, 5, strategy="sample", seed=4)
+    np.testing.assert_array_equal(run(model, prompt, 5, strategy="top_k", seed=4), sampled)  # default k=50 > V=6
+    np.testing.assert_array_equal(run(model, prompt, 5, strategy="top_k", k=6, seed=4), sampled)
+    traced_use = [decoding.decode(model, ops.convert_to_tensor(prompt), 4, 5, **kw)[0] for kw in (
+        dict(strategy="top_k", k=50), dict(strategy="sample"))]  # `decode` unchecked, as inside an export
+    np.testing.assert_array_equal(*map(to_numpy, traced_use))
+    numpy_scalars = dict(
+        strategy="top_p", p=np.float32(0.6), temperature=np.float64(1.0), k=np.int64(3), seed=np.int32(4),
+        end_id=np.int64(5), min_length=np.int64(2), num_return_sequences=np.int64(2),
+    )
+    python_scalars = dict(
+        strategy="top_p", p=float(np.float32(0.6)), temperature=1.0, k=3, seed=4, end_id=5, min_length=2,
+        num_return_sequences=2,
+    )
+    for expected, got in zip(run(model, prompt, 5, **python_scalars), run(model, prompt, 5, **numpy_scalars)):
+        np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match=r"end_id.*\[0, 6\)"):
+        run(model, prompt, 5, end_id=np.int64(6))
+    with pytest.raises(ValueError, match=r"end_id"):
+        run(model, prompt, 5, end_id=True)
+
+
 def test_num_return_sequences_shapes_and_scores():
     rng = np.random.default_rng(1)
     model = MarkovChain(rng.dirichlet(np.ones(6), size=6))
@@ -201,6 +226,10 @@ def test_bad_arguments_raise_value_errors():
         (dict(max_length=6, strategy="sample", seed=2**31), r"seed.*int32.*\[-2\*\*31, 2\*\*31\)"),
         (dict(max_length=6, strategy="sample", seed=-(2**31) - 1), r"seed.*int32"),
         (dict(max_length=6, strategy="sample", seed=1.5), r"seed.*int32"),
+        (dict(max_length=6, strategy="beam", length_penalty="long"), r"length_penalty.*number"),
+        (dict(max_length=6, strategy="sample", temperature=0.0), r"temperature.*> 0"),
+        (dict(max_length=6, strategy="sample", temperature=float("nan")), r"temperature.*finite number > 0"),
+        (dict(max_length=6, strategy="beam", length_penalty=float("inf")), r"length_penalty.*finite"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -4,6 +4,7 @@ from importlib import resources
 
 import numpy as np
 
+from keras_seq import _validation as v
 from keras_seq.data.mlm import TokenMasker
 
 
@@ -34,9 +35,8 @@ def tbptt_windows(stream, batch_size, window):
     stream = np.asarray(stream)
     if stream.ndim != 1:
         raise ValueError(f"tbptt_windows: `stream` expected a 1-D sequence of ids, got shape {stream.shape}.")
-    for name, value in (("batch_size", batch_size), ("window", window)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"tbptt_windows: `{name}` expected a positive integer, got {value!r}.")
+    batch_size = v.check_positive_int("tbptt_windows", "batch_size", batch_size)
+    window = v.check_positive_int("tbptt_windows", "window", window)
     per_stream = (len(stream) - 1) // batch_size // window * window
     if per_stream == 0:
         raise ValueError(

@@ -14,18 +14,14 @@ import tensorflow as tf
 from keras_seq import _validation as v
 
 
-def _is_int(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _check_rate(argument, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not 0 <= value <= 1:
+    if not v.is_number(value) or not 0 <= value <= 1:
         v.fail("TokenMasker", argument, "a number in [0, 1]", repr(value))
     return float(value)
 
 
 def _check_ids(argument, ids, low, high):
-    if not all(_is_int(i) and low <= i < high for i in ids):
+    if not all(v.is_integer(i) and low <= i < high for i in ids):
         v.fail("TokenMasker", argument, f"ids in [{low}, {high})", repr(ids))
     return tuple(int(i) for i in ids)
 
@@ -79,7 +75,7 @@ class TokenMasker:
         self.random_rate = _check_rate("random_rate", random_rate)
         if self.mask_rate + self.random_rate > 1:
             v.fail(owner, "mask_rate + random_rate", "at most 1", self.mask_rate + self.random_rate)
-        if seed is not None and not _is_int(seed):
+        if seed is not None and not v.is_integer(seed):
             v.fail(owner, "seed", "an integer or None", repr(seed))
         self.seed = seed
 

@@ -240,25 +240,31 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
+    @property
+    def _scale(self):
+        """The `1 / sqrt(d_k)` of eq. 4.6."""
+        return 1.0 / math.sqrt(self.key_dim)
+
     def _fused_attention(self, q, k, v_, mask, is_causal, rows_never_empty):
         """Eq. 4.6 by `keras.ops.dot_product_attention`: `(B,Tq,H,d), (B,Tk,H,d), (B,Tk,H,d) -> (B,Tq,H,d)`.
 
         With `is_causal` (and no `mask`) the kernel builds the causal mask itself.
         """
-        scale = 1.0 / math.sqrt(self.key_dim)
         # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
         # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
         flash = keras.config.is_flash_attention_enabled()
         if mask is None:
-            return ops.dot_product_attention(q, k, v_, scale=scale, is_causal=is_causal, flash_attention=flash)
+            return ops.dot_product_attention(q, k, v_, scale=self._scale, is_causal=is_causal, flash_attention=flash)
         if rows_never_empty:
-            return ops.dot_product_attention(q, k, v_, mask=ops.expand_dims(mask, 1), scale=scale, flash_attention=flash)
+            return ops.dot_product_attention(
+                q, k, v_, mask=ops.expand_dims(mask, 1), scale=self._scale, flash_attention=flash
+            )
         has_keys = rows_with_keys(mask)  # (B, Tq, 1)
         # Open fully masked rows to every key so the kernel (and its gradient)
         # stays finite, then zero those rows.
         kernel_mask = ops.logical_or(mask, ops.logical_not(has_keys))
         output = ops.dot_product_attention(
-            q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=scale, flash_attention=flash
+            q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=self._scale, flash_attention=flash
         )
         return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output))
 
@@ -268,7 +274,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns the output and the attention weights `(B, H, Tq, Tk)` (dropout applies
         to the weights that multiply the values, not to those returned).
         """
-        scores = ops.matmul(q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype), ops.swapaxes(k, -1, -2))
+        scores = ops.matmul(q * ops.cast(self._scale, q.dtype), ops.swapaxes(k, -1, -2))
         mask = None if mask is None else ops.expand_dims(mask, 1)
         weights = ops.cast(masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty), self.compute_dtype)
         return ops.matmul(self.attention_dropout(weights, training=training), v_), weights

@@ -191,7 +191,8 @@ class TransformerDecoderBlock(_TransformerBlock):
 
     Same residual wiring as `TransformerEncoderBlock`. Cross-attention sublayers
     exist when the block is first called with `encoder_outputs`; without them it is
-    a GPT-style decoder-only block.
+    a GPT-style decoder-only block. The first call fixes which of the two it is
+    (its weights are built then): later calls must match it.
 
     Call arguments:
         x: `(B, T, D)` decoder inputs.
@@ -237,8 +238,12 @@ class TransformerDecoderBlock(_TransformerBlock):
         if return_attention_scores and (cache is not None or not self.has_cross_attention):
             v.fail(owner, "return_attention_scores", "a block with cross-attention called without cache", "True")
         if (encoder_outputs is not None) != self.has_cross_attention:
-            built = "with" if self.has_cross_attention else "without"
-            v.fail(owner, "encoder_outputs", f"the same presence as at build time ({built})", type(encoder_outputs).__name__)
+            expected = (
+                "encoder outputs (the block's first call built its cross-attention)"
+                if self.has_cross_attention
+                else "None (the block's first call built it without cross-attention; use a new block)"
+            )
+            v.fail(owner, "encoder_outputs", expected, type(encoder_outputs).__name__)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
 
         def self_attend(h):

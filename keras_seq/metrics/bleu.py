@@ -55,11 +55,45 @@ def _tokenize_13a(line):
         line = line.replace("&gt;", ">")
     # Padding with spaces lets a leading or final "." be split off even
     # when it touches a digit (e.g. "in 2019.").
-    line = f" {line} ".translate(_13A_ISOLATE)
+    return _split_13a(f" {line} ")
+
+
+def _split_13a(line):
+    """mteval-v13a's character rules, shared by "13a" and "zh"."""
+    line = line.translate(_13A_ISOLATE)
     line = _13A_PUNCT_AFTER_NON_DIGIT.sub(r"\1 \2 ", line)
     line = _13A_PUNCT_BEFORE_NON_DIGIT.sub(r" \1 \2", line)
     line = _13A_DASH_AFTER_DIGIT.sub(r"\1 \2 ", line)
     return line.split()
+
+
+# Code points that sacreBLEU's "zh" tokenizer makes tokens of their own: CJK
+# ideographs, radicals, strokes, phonetic symbols, CJK and full-width
+# punctuation, and two blocks of symbols (U+2600-U+27BF, inside the first range
+# below). sacreBLEU writes its two
+# supplementary-plane ranges (CJK Extension B, U+20000-U+2A6D6, and the
+# Compatibility Supplement, U+2F800-U+2FA1D) with four-digit escapes, so it
+# compares against U+2001-U+2A6D (general punctuation, arrows, mathematical
+# symbols...) and U+2F81-U+2FA1 (inside the Kangxi radicals) instead. The
+# ranges here are the ones it applies, for the same scores.
+_ZH_RANGES = (
+    (0x2001, 0x2A6D), (0x2E80, 0x2EFF), (0x2F00, 0x2FDF),
+    (0x2FF0, 0x2FFF), (0x3000, 0x303F), (0x3100, 0x312F), (0x31A0, 0x31BF),
+    (0x31C0, 0x31EF), (0x3200, 0x33FF), (0x3400, 0x4DB5), (0x4E00, 0x9FBB),
+    (0xF900, 0xFA2D), (0xFA30, 0xFA6A), (0xFA70, 0xFAD9), (0xFE10, 0xFE1F),
+    (0xFE30, 0xFE4F), (0xFF00, 0xFFEF),
+)
+
+
+def _is_zh_token_char(char):
+    code = ord(char)
+    return any(low <= code <= high for low, high in _ZH_RANGES)
+
+
+def _tokenize_zh(line):
+    # Each Chinese character (and CJK punctuation) is a token; the rest goes
+    # through 13a's rules, without 13a's unescaping and padding.
+    return _split_13a("".join(f" {c} " if _is_zh_token_char(c) else c for c in line.strip()))
 
 
 def _is_number(char):
@@ -129,6 +163,7 @@ _TOKENIZERS = {
     "none": _tokenize_none,
     "char": _tokenize_char,
     "intl": _tokenize_intl,
+    "zh": _tokenize_zh,
 }
 
 # ---------------------------------------------------------------------------
@@ -307,8 +342,11 @@ def corpus_bleu(hypotheses, references, lowercase=False, tokenize="13a"):
             tokenization (case-insensitive BLEU).
         tokenize: Tokenizer name: "13a" (mteval-v13a, the WMT default),
             "intl" (mteval-v14 international, Unicode punctuation and
-            symbols), "char" (every non-space character is a token) or
-            "none" (split on whitespace only).
+            symbols), "zh" (each Chinese character is a token, the rest as
+            13a), "char" (every non-space character is a token) or "none"
+            (split on whitespace only). sacreBLEU's "ja-mecab", "ko-mecab"
+            and "flores*" need MeCab or downloaded SentencePiece models and
+            are not offered.
 
     Returns:
         The BLEU score as a float in [0, 100]. An empty corpus (no

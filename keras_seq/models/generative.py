@@ -63,15 +63,24 @@ class GenerativeModel(keras.Model):
         Args:
             inputs: a language model's prompt `(B, P)`, or a seq2seq model's encoder
                 ids `(B, S)` (decoding then starts from `start_id`): a tensor, a NumPy
-                array or nested lists of ids.
+                array or nested lists of ids. A conditioned `rnn_lm` takes the dict
+                `{"token_ids": (B, P), "condition": (B, condition_dim)}` it was built for.
             max_length: length of the returned ids, prompt (or start id) included.
             strategy: `greedy`, `sample` (softmax with `temperature`), `top_k` (the
                 k most likely), `top_p` (the smallest set with probability >= p), or
                 `beam` (beam search with `num_beams` beams and the GNMT length
                 penalty `((5 + len) / 6) ** length_penalty` at the final ranking).
+                Id 0 (padding) is never generated: every strategy chooses among ids
+                `1..V-1`, with probabilities renormalised over them.
+            temperature: divides the logits before sampling (> 0).
+            k: ids kept by `top_k`; a k past the vocabulary keeps every id.
+            p: probability mass kept by `top_p`, in (0, 1].
+            num_beams: beams of `beam`, at most the vocabulary size.
+            length_penalty: the GNMT alpha (0 ranks beams by log-probability alone).
             end_id: an id that ends a sequence; later positions are 0 (padding).
             start_id: the first decoder id of a seq2seq model, in `[1, V)`.
-            num_return_sequences: samples (or best beams) per input row.
+            num_return_sequences: samples (or best beams, at most `num_beams`) per
+                input row.
             seed: an int32 integer that makes sampling repeatable (same ids on
                 every call, on every backend).
             min_length: `end_id` is not generated before this position (the
@@ -79,8 +88,9 @@ class GenerativeModel(keras.Model):
 
         Returns:
             int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
-            `(B, n, max_length)` and their float32 scores `(B, n)` (summed
-            log-probabilities; length-normalised for beam search).
+            `(B, n, max_length)` and their float32 scores `(B, n)`, as a tuple
+            (the summed log-probabilities of the generated ids, divided by the
+            length penalty for beam search).
 
         Raises:
             ValueError: on a bad strategy or parameter, a prompt longer than

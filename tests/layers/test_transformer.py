@@ -177,6 +177,8 @@ def test_bad_inputs_raise_value_errors(rng):
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     encoder_only = ks.layers.TransformerDecoderBlock(2, 16)
     encoder_only(x)
+    with_cross_attention = ks.layers.TransformerDecoderBlock(2, 16)
+    with_cross_attention(x, x)
     cases = [
         (lambda: ks.layers.TransformerEncoderBlock(3, 16)(x), r"TransformerEncoderBlock.*divisible by num_heads=3"),
         (lambda: ks.layers.TransformerEncoderBlock(2, 16)(x[0]), r"x.*rank 3"),
@@ -185,7 +187,8 @@ def test_bad_inputs_raise_value_errors(rng):
         (lambda: ks.layers.TransformerEncoderBlock(2, 0), r"intermediate_dim.*positive integer"),
         (lambda: ks.layers.TransformerEncoderBlock(2, 16, activation="no-such"), r"activation"),
         (lambda: ks.layers.TransformerEncoderBlock(2, 16, layer_norm_epsilon=0), r"layer_norm_epsilon.*positive"),
-        (lambda: encoder_only(x, x), r"TransformerDecoderBlock.*encoder_outputs.*without"),
+        (lambda: encoder_only(x, x), r"TransformerDecoderBlock.*encoder_outputs.*without cross-attention; use a new block"),
+        (lambda: with_cross_attention(x), r"encoder_outputs.*expected encoder outputs.*got NoneType"),
         (lambda: ks.layers.TransformerDecoderBlock(2, 16)(x, x, encoder_padding_mask=np.ones((2, 3), bool)), r"encoder_padding_mask.*\(2, 6\)"),
     ]
     for call, message in cases:

@@ -9,10 +9,11 @@ import textwrap
 
 import pytest
 import sacrebleu
+from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 
-from keras_seq.metrics.bleu import corpus_bleu
+from keras_seq.metrics.bleu import _tokenize_zh, corpus_bleu
 
-TOKENIZERS = ["13a", "none", "char", "intl"]
+TOKENIZERS = ["13a", "none", "char", "intl", "zh"]
 
 BLEU_PATH = (
     pathlib.Path(__file__).resolve().parents[2] / "keras_seq" / "metrics" / "bleu.py"
@@ -75,6 +76,16 @@ CHINESE_PAIRS = [
     ("他在北京大学学习计算机科学。", "他在北京大学读计算机科学。"),
     ("这家咖啡馆的拿铁非常好喝。", "这家咖啡店的拿铁很好喝。"),
 ]
+# Characters where sacreBLEU's "zh" rules are easy to get wrong: curly quotes, a
+# dash, an arrow and "≈" (split: sacreBLEU's U+2001-U+2A6D), "×" (U+00D7, not
+# split), an Extension B ideograph (not split), an entity (not unescaped), a final
+# "2019." (no padding), Latin words and full-width digits between ideographs.
+CHINESE_EDGE_PAIRS = [
+    ("他说：“明天见”——再见→好", "他说：“明天见”—再见→好的"),
+    ("面积约3×4≈12米，2019.", "面积约 3 × 4 ≈ 12 米 , 2019 ."),
+    ("𠀀字很少见 &quot;OK&quot; ok", "𠀀 字很少见 \"OK\" ok"),
+    ("用ＧＰＵ训练了１２个小时。", "用 GPU 训练了 12 个小时 。"),
+]
 
 
 def _sacrebleu(hypotheses, ref_streams, **kwargs):
@@ -113,6 +124,22 @@ def test_chinese_matches_sacrebleu(tokenize):
     expected = _sacrebleu(hyps, [refs], tokenize=tokenize).score
     assert corpus_bleu(hyps, refs, tokenize=tokenize) == pytest.approx(
         expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("hyp, ref", CHINESE_EDGE_PAIRS)
+def test_chinese_edge_characters_match_sacrebleu(hyp, ref):
+    for tokenize in ("zh", "13a", "intl"):
+        expected = _sacrebleu([hyp], [[ref]], tokenize=tokenize).score
+        assert corpus_bleu([hyp], [ref], tokenize=tokenize) == pytest.approx(expected, abs=1e-9), tokenize
+
+
+def test_zh_tokenizer_equals_sacrebleus_on_the_basic_plane_and_two_cjk_supplement_blocks():
+    reference_tokenizer = TokenizerZh()
+    planes = [*range(0x00, 0xD800), *range(0xE000, 0x10000), *range(0x20000, 0x20100), *range(0x2F800, 0x2F900)]
+    characters = [chr(code) for code in planes]
+    for start in range(0, len(characters), 50):
+        line = "x" + "a".join(characters[start : start + 50]) + " 9."
+        assert _tokenize_zh(line) == reference_tokenizer(line).split(), line
 
 
 def test_char_tokenization_scores_chinese_above_zero():
@@ -346,7 +373,7 @@ BAD_INPUTS = [
      r"references\[0\]\[0\]"),
     ("refs_stream_int_entry", dict(hypotheses=["a"], references=[["a"], [7]]),
      r"references\[1\]\[0\]"),
-    ("tokenize_zh", dict(hypotheses=["a"], references=["a"], tokenize="zh"),
+    ("tokenize_ja_mecab", dict(hypotheses=["a"], references=["a"], tokenize="ja-mecab"),
      "tokenize"),
     ("tokenize_wrong_case", dict(hypotheses=["a"], references=["a"], tokenize="13A"),
      "tokenize"),
