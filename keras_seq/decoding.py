@@ -11,6 +11,12 @@ the checks), and two steps (see `GenerativeModel`):
 * `_decoding_step(ids, cache, index, context)` -> `(logits (B, n, V), cache)`: the
   logits of `n` new positions starting at `index`, and the cache with them added.
 
+Beam search reorders its rows every step. By default every tensor of the cache is
+gathered to follow them. A model whose `_decoding_reads_cache_rows` is True (the
+Transformers) instead takes `cache_rows=` `(B, max_length)`, the row whose cache
+holds each position of a row's history, and reads its cache through it: no step
+copies the cache, whose size grows with `max_length` and the model's depth.
+
 Each new token then costs one step, not a rerun of the prefix. The loop has a fixed
 trip bound and fixed shapes, so it compiles with XLA (TensorFlow, TPU), `jax.jit`,
 and runs under `torch.no_grad`. Scores are float32 log-probabilities whatever the
@@ -49,10 +55,23 @@ def _mask_forbidden(logits, step, end_id, min_length):
     return ops.where(forbidden, _NEG_INF, ops.cast(logits, "float32"))
 
 
+def _argmax(logits):
+    """The first id of the largest logit, `(B, V) -> (B,)` int32, by a max and a min.
+
+    Equal to `ops.argmax`, which XLA on the CPU runs as one paired (value, index)
+    reduction 2.5-4x slower than these two plain ones (`(8, 8000)` logits: 0.16
+    against 0.06 ms a step on JAX, 0.07 against 0.02 on TensorFlow).
+    """
+    vocabulary_size = ops.shape(logits)[-1]
+    best = ops.max(logits, axis=-1, keepdims=True)
+    ids = ops.arange(vocabulary_size, dtype="int32")
+    return ops.min(ops.where(logits == best, ids, vocabulary_size - 1), axis=-1)
+
+
 def _gumbel_argmax(logits, seed, step):
     """A draw from softmax(logits) by the Gumbel-max trick, reproducible per (seed, step)."""
     noise = _backend.stateless_uniform(ops.shape(logits), seed, step)
-    return ops.argmax(logits - ops.log(-ops.log(noise)), axis=-1)
+    return _argmax(logits - ops.log(-ops.log(noise)))
 
 
 def _keep_top_k(logits, k):
@@ -73,7 +92,7 @@ def _keep_top_p(logits, p):
 def _token_chooser(strategy, temperature, k, p, seed):
     """`choose(logits (B, V) float32, step) -> ids (B,)` for a non-beam strategy."""
     if strategy == "greedy":
-        return lambda logits, step: ops.argmax(logits, axis=-1)
+        return lambda logits, step: _argmax(logits)
 
     def choose(logits, step):
         logits = logits / temperature
@@ -131,8 +150,10 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
     logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
     pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
     batch_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
+    own_rows = ops.arange(rows, dtype="int32")[:, None]
+    reads_cache_rows = getattr(model, "_decoding_reads_cache_rows", False)  # optional in the protocol
 
-    def body(step, ids, cache, logits, scores, done, lengths):
+    def body(step, ids, cache, cache_rows, logits, scores, done, lengths):
         log_probs = ops.reshape(ops.log_softmax(_mask_forbidden(logits, step, end_id, min_length), axis=-1), (batch, num_beams, -1))
         log_probs = ops.where(done[..., None], pad_only, log_probs)
         candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
@@ -141,17 +162,22 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
         beam, token = flat // vocabulary_size, flat % vocabulary_size
         rows_kept = ops.reshape(batch_offsets + beam, (-1,))
         ids = ops.take(ids, rows_kept, axis=0)
-        cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), cache)
         done = ops.take_along_axis(done, beam, axis=1)
         lengths = ops.take_along_axis(lengths, beam, axis=1) + ops.cast(ops.logical_not(done), "int32")
         if end_id is not None:
             done = ops.logical_or(done, ops.equal(token, end_id))
         token = ops.reshape(token, (-1, 1))
         ids = ops.slice_update(ids, (0, step), token)
-        logits, cache = model._decoding_step(token, cache, step, context)
-        return step + 1, ids, cache, logits[:, -1], scores, done, lengths
+        if reads_cache_rows:
+            # Each row's history now lies in its parent's rows; its new entry goes in its own.
+            cache_rows = ops.slice_update(ops.take(cache_rows, rows_kept, axis=0), (0, step), own_rows)
+            logits, cache = model._decoding_step(token, cache, step, context, cache_rows=cache_rows)
+        else:
+            cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), cache)
+            logits, cache = model._decoding_step(token, cache, step, context)
+        return step + 1, ids, cache, cache_rows, logits[:, -1], scores, done, lengths
 
-    def condition(step, ids, cache, logits, scores, done, lengths):
+    def condition(step, ids, cache, cache_rows, logits, scores, done, lengths):
         return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
 
     # All beams start identical: only the first may expand at the first step.
@@ -160,12 +186,13 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
         ops.convert_to_tensor(prompt_length, "int32"),
         ids,
         cache,
+        ops.tile(own_rows, (1, max_length)),
         logits[:, -1],
         ops.tile(first_only[None], (batch, 1)),
         ops.zeros((batch, num_beams), "bool"),
         ops.zeros((batch, num_beams), "int32"),
     )
-    _, ids, _, _, scores, _, lengths = ops.while_loop(condition, body, state, maximum_iterations=max_length)
+    _, ids, _, _, _, scores, _, lengths = ops.while_loop(condition, body, state, maximum_iterations=max_length)
     return ids, scores, lengths
 
 
@@ -186,7 +213,7 @@ def greedy_ragged_prompts(model, ids, prompt_lengths):
 
     def body(step, ids, cache):
         logits, cache = model._decoding_step(ids[:, step][:, None], cache, step, context)
-        chosen = ops.cast(ops.argmax(_mask_forbidden(logits[:, -1], step, None, 0), axis=-1), "int32")
+        chosen = _argmax(_mask_forbidden(logits[:, -1], step, None, 0))
         following = ids[:, step + 1]
         token = ops.where(step + 1 < prompt_lengths, following, chosen)
         return step + 1, ops.slice_update(ids, (0, step + 1), token[:, None]), cache

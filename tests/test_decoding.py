@@ -248,3 +248,12 @@ def test_nested_list_prompts_equal_arrays():
     np.testing.assert_array_equal(
         to_numpy(model.generate(prompt, 6)), to_numpy(model.generate(np.asarray(prompt, "int32"), 6))
     )
+
+
+def test_argmax_helper_takes_the_first_of_tied_maxima(rng):
+    logits = rng.normal(size=(4, 9)).astype("float32")
+    logits[1, [2, 6]] = 5.0
+    logits[3, :] = 0.0
+    chosen = to_numpy(decoding._argmax(keras.ops.convert_to_tensor(logits)))
+    np.testing.assert_array_equal(chosen, np.argmax(logits, axis=-1))
+    assert chosen[1] == 2 and chosen[3] == 0

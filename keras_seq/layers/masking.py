@@ -44,8 +44,8 @@ def rows_with_keys(mask):
     return ops.any(mask, axis=-1, keepdims=True)
 
 
-def masked_softmax(scores, mask=None, rows_may_be_empty=True):
-    """Softmax over the last axis restricted to `mask`, in float32.
+def masked_softmax(scores, mask=None, rows_may_be_empty=True, axis=-1):
+    """Softmax over the keys' `axis` (the last by default) restricted to `mask`, in float32.
 
     Rows whose mask is all False come out as zeros, never NaN; pass
     `rows_may_be_empty=False` when every row has a key (e.g. a causal mask alone)
@@ -53,7 +53,7 @@ def masked_softmax(scores, mask=None, rows_may_be_empty=True):
     """
     scores = ops.cast(scores, "float32")
     if mask is None:
-        return ops.softmax(scores, axis=-1)
+        return ops.softmax(scores, axis=axis)
     mask = ops.cast(mask, "bool")
-    weights = ops.softmax(ops.where(mask, scores, _MASKED_SCORE), axis=-1)
+    weights = ops.softmax(ops.where(mask, scores, _MASKED_SCORE), axis=axis)
     return ops.where(mask, weights, 0.0) if rows_may_be_empty else weights

@@ -29,6 +29,13 @@ def _project(x, kernel, bias, heads_first=False):
     return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, head_dim))
 
 
+def _read_rows(x, rows):
+    """`x[rows[b, s], s]`: `(B, S, ...)` entries taken position by position from the batch rows `rows` `(B, S)`."""
+    batch, length = ops.shape(x)[0], ops.shape(x)[1]
+    flat = ops.reshape(x, (batch * length, *x.shape[2:]))
+    return ops.take(flat, ops.cast(rows, "int32") * length + ops.arange(length, dtype="int32"), axis=0)
+
+
 def _swap_time_and_heads(x):
     """`(B, T, H, d) <-> (B, H, T, d)`."""
     return ops.transpose(x, (0, 2, 1, 3))
@@ -47,7 +54,8 @@ class MultiHeadAttention(keras.layers.Layer):
       whenever attention scores are not requested and no dropout is applied, i.e.
       always at inference. On JAX on the CPU it projects straight to `(B, H, T, d)`
       and writes the softmax out instead, which XLA runs faster there
-      (`keras_seq._backend.heads_first_attention`).
+      (`keras_seq._backend.heads_first_attention`). One query against a cache (a
+      decoding step) is computed over the cache in place, with no heads-first copy.
     * The softmax runs in float32 under mixed precision; a query whose keys are all
       masked gets zero weights and a zero context (the output is then the output
       bias), never NaN, in float32, float16 and bfloat16.
@@ -79,6 +87,10 @@ class MultiHeadAttention(keras.layers.Layer):
         training: apply dropout.
         cache: `(B, 2, S, H, key_dim)` key/value cache.
         cache_update_index: where the new keys/values go in the cache.
+        cache_rows: `(B, S)` int, the row of `cache` that holds each position's
+            key/value for this row (beam search reorders its rows this way instead
+            of copying the cache; new entries go to the row's own slot, so
+            `cache_rows[b, cache_update_index:]` should be `b`).
         value_mask, key_mask: `(B, Tv)` padding masks, filled in by Keras from the
             inputs' masks.
 
@@ -144,7 +156,7 @@ class MultiHeadAttention(keras.layers.Layer):
             "output", (heads, value_dim, output_dim), (output_dim,)
         )
 
-    def _check_inputs(self, query, value, key, attention_mask, cache, cache_update_index):
+    def _check_inputs(self, query, value, key, attention_mask, cache, cache_update_index, cache_rows):
         owner = v.owner_name(self)
         batch, query_length, query_dim = v.check_rank(owner, "query", query, 3)
         _, value_length, value_dim = v.check_rank(owner, "value", value, 3)
@@ -158,8 +170,9 @@ class MultiHeadAttention(keras.layers.Layer):
             v.check_same_size(owner, "value", value_dim, self.value_kernel.shape[0], "feature size")
             v.check_same_size(owner, "key", key_dim, self.key_kernel.shape[0], "feature size")
         if cache is None:
-            if cache_update_index is not None:
-                v.fail(owner, "cache_update_index", "to come with a `cache`", "no cache")
+            for name, given in (("cache_update_index", cache_update_index), ("cache_rows", cache_rows)):
+                if given is not None:
+                    v.fail(owner, name, "to come with a `cache`", "no cache")
             v.check_mask_shape(owner, "attention_mask", attention_mask, (batch, query_length, value_length))
             return
         if self.value_dim != self.key_dim:
@@ -167,6 +180,7 @@ class MultiHeadAttention(keras.layers.Layer):
         expected = (batch, 2, None, self.num_heads, self.key_dim)
         v.check_mask_shape(owner, "cache", cache, expected)
         v.check_mask_shape(owner, "attention_mask", attention_mask, (batch, query_length, cache.shape[2]))
+        v.check_mask_shape(owner, "cache_rows", cache_rows, (batch, cache.shape[2]))
 
     def call(
         self,
@@ -179,11 +193,12 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
         cache=None,
         cache_update_index=None,
+        cache_rows=None,
         value_mask=None,
         key_mask=None,
     ):
         key = value if key is None else key
-        self._check_inputs(query, value, key, attention_mask, cache, cache_update_index)
+        self._check_inputs(query, value, key, attention_mask, cache, cache_update_index, cache_rows)
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
         heads_first = cache is None and _backend.heads_first_attention()
         # Three products even for self-attention: one product by the three kernels joined
@@ -199,6 +214,8 @@ class MultiHeadAttention(keras.layers.Layer):
             new_entries = ops.stack((k, v_), axis=1)
             cache = ops.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
             k, v_ = cache[:, 0], cache[:, 1]
+        if cache_rows is not None:
+            k, v_ = _read_rows(k, cache_rows), _read_rows(v_, cache_rows)
 
         time_axis = 2 if heads_first else 1
         key_padding = key_mask if key_mask is not None else value_mask
@@ -212,10 +229,15 @@ class MultiHeadAttention(keras.layers.Layer):
         causal_alone = causal is not None and key_padding is None and attention_mask is None
         dropping = self.dropout > 0 and bool(training)
         fused = not (heads_first or return_attention_scores or dropping) and self.key_dim == self.value_dim
+        # One new token against a cache: products as multiply-and-sum over the cache in its
+        # own layout, so no step copies the cache into the heads-first layout of a matmul.
+        single_query = cache is not None and q.shape[1] == 1 and not (return_attention_scores or dropping)
         kernel_causal = fused and causal_alone and cache is None  # the kernel masks causally itself
         mask = None if kernel_causal else merge_masks(key_padding, attention_mask, causal)
         scores = None
-        if fused:
+        if single_query:
+            output = self._single_query_attention(q, k, v_, mask, causal_alone)
+        elif fused:
             output = self._fused_attention(q, k, v_, mask, kernel_causal, causal_alone)
         elif heads_first:
             output, scores = self._explicit_attention(q, k, v_, mask, causal_alone, training)
@@ -267,6 +289,19 @@ class MultiHeadAttention(keras.layers.Layer):
             q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=self._scale, flash_attention=flash
         )
         return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output))
+
+    def _single_query_attention(self, q, k, v_, mask, rows_never_empty):
+        """Eq. 4.6 for one query per row: `(B,1,H,dk), (B,S,H,dk), (B,S,H,dv) -> (B,1,H,dv)`.
+
+        Each cached key and value is read once, in the cache's own `(B, S, H, d)` layout,
+        by elementwise products summed in float32; a batched matmul would first copy the
+        cache heads-first, once per block and generated token.
+        """
+        scores = ops.sum(ops.cast(q, "float32") * ops.cast(k, "float32"), axis=-1) * self._scale  # (B, S, H)
+        mask = None if mask is None else ops.expand_dims(mask[:, 0], -1)  # (B, S, 1)
+        weights = masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty, axis=1)
+        context = ops.sum(ops.expand_dims(weights, -1) * ops.cast(v_, "float32"), axis=1, keepdims=True)
+        return ops.cast(context, self.compute_dtype)
 
     def _explicit_attention(self, q, k, v_, mask, rows_never_empty, training):
         """Eq. 4.6 written out, heads first: `(B,H,Tq,dk), (B,H,Tk,dk), (B,H,Tk,dv) -> (B,H,Tq,dv)`, weights.

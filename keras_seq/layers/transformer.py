@@ -201,6 +201,8 @@ class TransformerDecoderBlock(_TransformerBlock):
         encoder_padding_mask: `(B, S)`; defaults to `encoder_outputs`' Keras mask.
         cache: self-attention key/value cache `(B, 2, max_length, H, D/H)`.
         cache_update_index: position of `x`'s first step in the cache.
+        cache_rows: `(B, max_length)` int, the cache row holding each position of
+            this row (see `MultiHeadAttention`; beam search).
         training: apply dropout.
         return_attention_scores: also return the cross-attention weights
             `(B, H, T, S)` (for plots; not with `cache`).
@@ -230,6 +232,7 @@ class TransformerDecoderBlock(_TransformerBlock):
         encoder_padding_mask=None,
         cache=None,
         cache_update_index=None,
+        cache_rows=None,
         training=None,
         return_attention_scores=False,
     ):
@@ -254,6 +257,7 @@ class TransformerDecoderBlock(_TransformerBlock):
                 value_mask=decoder_padding_mask,
                 cache=cache,
                 cache_update_index=cache_update_index,
+                cache_rows=cache_rows,
                 training=training,
             )
             return result if cache is not None else (result, None)

@@ -16,6 +16,9 @@ class GenerativeModel(keras.Model):
     (see `keras_seq.decoding`).
     """
 
+    # Whether `_decoding_step` takes `cache_rows` (see `keras_seq.decoding`).
+    _decoding_reads_cache_rows = False
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._compiled_decoders = {}

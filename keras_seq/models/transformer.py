@@ -52,12 +52,12 @@ def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
     return tuple(ops.zeros(shape, dtype) for _ in range(num_layers))
 
 
-def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, **cross_attention):
+def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, **cross_attention):
     """Logits of `ids` placed at `index`, adding their keys/values to each block's cache."""
     h = embedding(ids, start_index=index)
     layer_caches = []
     for block, layer_cache in zip(blocks, cache):
-        h, layer_cache = block(h, cache=layer_cache, cache_update_index=index, **cross_attention)
+        h, layer_cache = block(h, cache=layer_cache, cache_update_index=index, cache_rows=cache_rows, **cross_attention)
         layer_caches.append(layer_cache)
     return head(_normalized(final_norm, h)), tuple(layer_caches)
 
@@ -121,6 +121,8 @@ class TransformerLM(GenerativeModel):
     Build it with `keras_seq.models.transformer_lm`.
     """
 
+    _decoding_reads_cache_rows = True
+
     def __init__(
         self,
         vocabulary_size,
@@ -182,8 +184,10 @@ class TransformerLM(GenerativeModel):
         )
         return ids, prompt_length, cache, None
 
-    def _decoding_step(self, ids, cache, index, context):
-        return _cached_decoder_step(self.token_embedding, self.blocks, self.final_norm, self.head, ids, cache, index)
+    def _decoding_step(self, ids, cache, index, context, cache_rows=None):
+        return _cached_decoder_step(
+            self.token_embedding, self.blocks, self.final_norm, self.head, ids, cache, index, cache_rows
+        )
 
 
 def transformer_lm(
@@ -228,6 +232,8 @@ class TransformerSeq2Seq(GenerativeModel):
 
     Build it with `keras_seq.models.transformer_seq2seq`.
     """
+
+    _decoding_reads_cache_rows = True
 
     def __init__(
         self,
@@ -338,10 +344,10 @@ class TransformerSeq2Seq(GenerativeModel):
         )
         return ids, 1, cache, self.encode(encoder_ids)
 
-    def _decoding_step(self, ids, cache, index, context):
+    def _decoding_step(self, ids, cache, index, context, cache_rows=None):
         encoder_outputs, encoder_mask = context
         return _cached_decoder_step(
-            self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index,
+            self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index, cache_rows,
             encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
         )
 

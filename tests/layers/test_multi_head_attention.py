@@ -173,6 +173,35 @@ def test_cached_incremental_decoding_equals_full_causal_pass(rng):
     assert_close(reused, layer(x[:, 5:6], x[:, :4]), atol=1e-5)
 
 
+def test_cache_rows_read_each_position_from_its_row_as_a_gathered_cache(rng):
+    """Reading row `cache_rows[b, s]` at position s equals attending over that gathered cache."""
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    x = rng.normal(size=(3, 2, 8)).astype("float32")
+    layer(x, x)
+    layer.set_weights([rng.normal(size=w.shape).astype("float32") for w in layer.get_weights()])
+    cache = rng.normal(size=(3, 2, 6, 2, 4)).astype("float32")
+    rows = rng.integers(0, 3, size=(3, 6)).astype("int32")
+    rows[:, 3:] = np.arange(3)[:, None]  # new entries go to each row's own slot
+    for new, index in ((x[:, :1], 3), (x, 3)):  # one query, then two at once
+        out, written = layer(new, new, use_causal_mask=True, cache=cache, cache_update_index=index, cache_rows=rows)
+        written = to_numpy(written)
+        gathered = written[rows, :, np.arange(6)[None]].transpose(0, 2, 1, 3, 4)  # (B, 2, S, H, d)
+        expected, _ = layer(new, new, use_causal_mask=True, cache=gathered, cache_update_index=index)
+        assert_close(out, expected, atol=1e-5)
+        assert not np.allclose(to_numpy(out), to_numpy(layer(new, new, use_causal_mask=True, cache=cache, cache_update_index=index)[0]), atol=1e-3)
+    # A query with no allowed key in the cache gets a zero context: the output bias.
+    blocked = np.zeros((3, 1, 6), bool)
+    blocked[1, 0, :2] = True
+    out, _ = layer(x[:, :1], x[:, :1], attention_mask=blocked, cache=cache, cache_update_index=3, cache_rows=rows)
+    out = to_numpy(out)
+    assert np.all(np.isfinite(out))
+    assert_close(out[[0, 2], 0], np.broadcast_to(to_numpy(layer.output_bias), (2, 8)), atol=1e-6)
+    with pytest.raises(ValueError, match="cache_rows"):
+        layer(x, x, cache_rows=rows)
+    with pytest.raises(ValueError, match="cache_rows"):
+        layer(x[:, :1], x[:, :1], cache=cache, cache_update_index=3, cache_rows=rows[:, :5])
+
+
 def test_model_contract(tmp_path, qv):
     query, value = qv
     check_functional_model(

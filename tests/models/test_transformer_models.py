@@ -244,3 +244,25 @@ def test_a_users_own_compile_is_not_called_on_load():
     assert type(model.loss) is ks.losses.SparseCategoricalCrossentropy
     with pytest.warns(UserWarning, match="compile"):
         model.compile_from_config(model.get_compile_config())
+
+
+@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+def test_beam_search_through_cache_rows_equals_gathering_the_cache(rng, kind):
+    """Transformers' beam search reads each row's history through `cache_rows`; the same as reordering the cache.
+
+    Rows are reordered from the first step on: all beams start as copies of the first.
+    """
+    keras.utils.set_random_seed(3)
+    if kind == "lm":
+        model = ks.models.transformer_lm(40, 12, num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32)
+        inputs = rng.integers(1, 40, size=(3, 4)).astype("int32")
+    else:
+        model = ks.models.transformer_seq2seq(40, 40, 8, 12, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+        inputs = rng.integers(1, 40, size=(3, 8)).astype("int32")
+    options = dict(strategy="beam", num_beams=4, num_return_sequences=4, end_id=5)
+    ids, scores = (to_numpy(x) for x in model.generate(inputs, 12, **options))
+    model._decoding_reads_cache_rows = False  # the protocol's default: gather the whole cache every step
+    model._compiled_decoders.clear()
+    gathered_ids, gathered_scores = (to_numpy(x) for x in model.generate(inputs, 12, **options))
+    np.testing.assert_array_equal(ids, gathered_ids)
+    np.testing.assert_allclose(scores, gathered_scores, atol=1e-5)
