@@ -151,7 +151,7 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
     pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
     batch_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
     own_rows = ops.arange(rows, dtype="int32")[:, None]
-    reads_cache_rows = getattr(model, "_decoding_reads_cache_rows", False)  # optional in the protocol
+    reads_cache_rows = getattr(model, "_decoding_reads_cache_rows", False)  # optional: False unless a model says so
 
     def body(step, ids, cache, cache_rows, logits, scores, done, lengths):
         log_probs = ops.reshape(ops.log_softmax(_mask_forbidden(logits, step, end_id, min_length), axis=-1), (batch, num_beams, -1))

@@ -13,11 +13,9 @@ class GenerativeModel(keras.Model):
     Subclasses build their graph in `__init__`, pass it to `keras.Model`, keep their
     constructor arguments in `self._config` (so `.keras` files rebuild them) and
     implement `_decoding_start`, `_decoding_step` and `decoding_vocabulary_size`
-    (see `keras_seq.decoding`).
+    (see `keras_seq.decoding`); `_decoding_reads_cache_rows = True` if their
+    `_decoding_step` takes `cache_rows` (beam search then reorders no cache).
     """
-
-    # Whether `_decoding_step` takes `cache_rows` (see `keras_seq.decoding`).
-    _decoding_reads_cache_rows = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
