@@ -8,7 +8,8 @@ backend-agnostic public equivalent in Keras 3:
 * telling a concrete (eager) value from a traced one, so that range checks on ids
   and positions can raise a clear `ValueError` eagerly and stay out of compiled
   graphs, where no Python exception can be raised;
-* which attention layout is fastest on the device at hand (`heads_first_attention`).
+* which attention layout is fastest on the device at hand (`heads_first_attention`,
+  `single_query_reads_whole_cache`).
 """
 
 import numpy as np
@@ -124,6 +125,23 @@ def heads_first_attention():
     benchmarks/RESULTS.md). Elsewhere the
     fused kernel (flash/cuDNN on GPUs, PyTorch's SDPA, XLA on TensorFlow) is as fast
     or faster, and is kept.
+    """
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return jax.default_backend() == "cpu"
+
+
+def single_query_reads_whole_cache():
+    """Whether a decoding step's query should read its block's `(B, 2, S, H, d)` cache whole.
+
+    True on JAX on the CPU: there XLA copies the keys and the values out of the
+    just-updated cache at every step (one fusion per slice), and reading the cache
+    whole, keys and values together, made cached greedy generation of the issue #4
+    LM 20% faster (0.35 against 0.28 s a call, benchmarks/RESULTS.md). TensorFlow's
+    XLA reads the slices in place (the whole read was 28% slower there), torch's
+    slices are views, and beam search reads the cache through `cache_rows` already.
     """
     if keras.backend.backend() != "jax":
         return False

@@ -112,7 +112,8 @@ def check_ids_below(owner, argument, ids, limit):
 
 def check_positions(owner, start_index, length, limit):
     """Positions `start_index .. start_index + length - 1` must lie below `limit`."""
-    start = _backend.concrete_value(start_index)
+    # A Python int is taken as is: through NumPy, torch.compile would break its graph here.
+    start = start_index if isinstance(start_index, int) else _backend.concrete_value(start_index)
     if start is None or length is None:
         return
     start = int(start)

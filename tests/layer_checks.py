@@ -77,3 +77,17 @@ def fit_reduces_loss(model, x, y, loss, epochs=30, factor=0.5, learning_rate=1e-
     assert np.all(np.isfinite(losses))
     assert losses[-1] < factor * losses[0], losses
     return losses
+
+
+def assert_random_weights_drawn_apart(layer):
+    """No two randomly initialised weights of `layer` start from the same draw.
+
+    Compares the leading values of every pair (a shared unseeded Keras initializer
+    repeats its draw for each weight, reshaped to the weight's shape).
+    """
+    drawn = [(w.path, to_numpy(w).ravel()) for w in layer.weights if np.std(to_numpy(w)) > 0]
+    assert len(drawn) >= 2, "the layer should have several random weights"
+    for i, (name_a, a) in enumerate(drawn):
+        for name_b, b in drawn[i + 1 :]:
+            n = min(a.size, b.size)
+            assert not np.allclose(a[:n], b[:n]), f"{name_a} and {name_b} start from the same draw"

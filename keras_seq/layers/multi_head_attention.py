@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq.layers._initializers import own_draw
 from keras_seq.layers.masking import causal_mask, masked_softmax, merge_masks, rows_with_keys
 
 
@@ -130,7 +131,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
 
     def _add_projection(self, name, shape, bias_shape):
-        kernel = self.add_weight(name=f"{name}_kernel", shape=shape, initializer=self.kernel_initializer)
+        kernel = self.add_weight(name=f"{name}_kernel", shape=shape, initializer=own_draw(self.kernel_initializer))
         bias = None
         if self.use_bias:
             bias = self.add_weight(name=f"{name}_bias", shape=bias_shape, initializer=self.bias_initializer)
@@ -236,7 +237,8 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = None if kernel_causal else merge_masks(key_padding, attention_mask, causal)
         scores = None
         if single_query:
-            output = self._single_query_attention(q, k, v_, mask, causal_alone)
+            whole_cache = cache if cache_rows is None and _backend.single_query_reads_whole_cache() else None
+            output = self._single_query_attention(q, k, v_, mask, causal_alone, whole_cache)
         elif fused:
             output = self._fused_attention(q, k, v_, mask, kernel_causal, causal_alone)
         elif heads_first:
@@ -290,17 +292,29 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output))
 
-    def _single_query_attention(self, q, k, v_, mask, rows_never_empty):
+    def _single_query_attention(self, q, k, v_, mask, rows_never_empty, whole_cache=None):
         """Eq. 4.6 for one query per row: `(B,1,H,dk), (B,S,H,dk), (B,S,H,dv) -> (B,1,H,dv)`.
 
         Each cached key and value is read once, in the cache's own `(B, S, H, d)` layout,
         by elementwise products summed in float32; a batched matmul would first copy the
-        cache heads-first, once per block and generated token.
+        cache heads-first, once per block and generated token. With `whole_cache`, the
+        `(B, 2, S, H, d)` cache that `k` and `v_` were sliced from, the cache is read
+        whole instead (`_backend.single_query_reads_whole_cache`): the query multiplies
+        its keys and zeros its values, so the sum over both is the keys' dot product.
         """
-        scores = ops.sum(ops.cast(q, "float32") * ops.cast(k, "float32"), axis=-1) * self._scale  # (B, S, H)
+        q = ops.cast(q, "float32")
+        if whole_cache is None:
+            scores = ops.sum(q * ops.cast(k, "float32"), axis=-1)  # (B, S, H)
+        else:
+            whole_cache = ops.cast(whole_cache, "float32")
+            query_for_keys = ops.stack((q, ops.zeros_like(q)), axis=1)  # (B, 2, 1, H, d)
+            scores = ops.sum(query_for_keys * whole_cache, axis=(1, 4))
         mask = None if mask is None else ops.expand_dims(mask[:, 0], -1)  # (B, S, 1)
-        weights = masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty, axis=1)
-        context = ops.sum(ops.expand_dims(weights, -1) * ops.cast(v_, "float32"), axis=1, keepdims=True)
+        weights = masked_softmax(scores * self._scale, mask, rows_may_be_empty=not rows_never_empty, axis=1)
+        if whole_cache is None:
+            context = ops.sum(ops.expand_dims(weights, -1) * ops.cast(v_, "float32"), axis=1, keepdims=True)
+        else:  # (B, 2, H, d): the weighted keys, then the weighted values
+            context = ops.sum(weights[:, None, :, :, None] * whole_cache, axis=2)[:, 1:]
         return ops.cast(context, self.compute_dtype)
 
     def _explicit_attention(self, q, k, v_, mask, rows_never_empty, training):

@@ -14,6 +14,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers._initializers import own_draw
 
 
 class _GatedCell(keras.layers.Layer):
@@ -53,9 +54,9 @@ class _GatedCell(keras.layers.Layer):
         width = len(self.gates) * self.units
         if input_shape[-1] is None:
             v.fail(v.owner_name(self), "inputs", "a known feature size", f"shape {tuple(input_shape)}")
-        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], width), initializer=self.kernel_initializer)
+        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], width), initializer=own_draw(self.kernel_initializer))
         self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(self.units, width), initializer=self.recurrent_initializer
+            name="recurrent_kernel", shape=(self.units, width), initializer=own_draw(self.recurrent_initializer)
         )
         self.bias = self.add_weight(name="bias", shape=(width,), initializer=self._bias_initializer)
 
@@ -111,7 +112,7 @@ class PeepholeLSTMCell(_GatedCell):
     def build(self, input_shape):
         super().build(input_shape)
         self.peephole_kernel = self.add_weight(
-            name="peephole_kernel", shape=(self.units, 3 * self.units), initializer=self.recurrent_initializer
+            name="peephole_kernel", shape=(self.units, 3 * self.units), initializer=own_draw(self.recurrent_initializer)
         )
 
     def call(self, inputs, states, training=None):

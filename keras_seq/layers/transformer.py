@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq.layers._initializers import own_draw
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
 
 
@@ -59,7 +60,7 @@ class _TransformerBlock(keras.layers.Layer):
             num_heads=self.num_heads,
             key_dim=hidden_dim // self.num_heads,
             dropout=self.dropout,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=own_draw(self.kernel_initializer),
         )
         attention.build(query_shape, value_shape)
         norm = self._sublayer(keras.layers.LayerNormalization, f"{prefix}_norm", epsilon=self.layer_norm_epsilon)
@@ -78,11 +79,11 @@ class _TransformerBlock(keras.layers.Layer):
             "feed_forward_inner",
             self.intermediate_dim,
             activation=self.activation,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=own_draw(self.kernel_initializer),
         )
         self.feed_forward_inner.build(x_shape)
         self.feed_forward_output = self._sublayer(
-            keras.layers.Dense, "feed_forward_output", hidden_dim, kernel_initializer=self.kernel_initializer
+            keras.layers.Dense, "feed_forward_output", hidden_dim, kernel_initializer=own_draw(self.kernel_initializer)
         )
         self.feed_forward_output.build((*x_shape[:-1], self.intermediate_dim))
         self.feed_forward_dropout = self._sublayer(keras.layers.Dropout, "feed_forward_dropout", self.dropout)

@@ -1,7 +1,14 @@
 import keras
 import numpy as np
 import pytest
-from layer_checks import BACKEND, assert_close, check_functional_model, fit_reduces_loss, to_numpy
+from layer_checks import (
+    BACKEND,
+    assert_close,
+    assert_random_weights_drawn_apart,
+    check_functional_model,
+    fit_reduces_loss,
+    to_numpy,
+)
 
 import keras_seq as ks
 from keras_seq import _backend
@@ -31,6 +38,13 @@ def numpy_multi_head(query, value, weights, num_heads, key_dim, mask=None):
 def layout(request, monkeypatch):
     """Runs a test through both attention layouts, whichever this device would pick."""
     monkeypatch.setattr(_backend, "heads_first_attention", lambda: request.param == "heads_first")
+    return request.param
+
+
+@pytest.fixture(params=["whole_cache", "keys_and_values"])
+def cache_read(request, monkeypatch):
+    """Runs a test through both ways one decoding query reads its cache."""
+    monkeypatch.setattr(_backend, "single_query_reads_whole_cache", lambda: request.param == "whole_cache")
     return request.param
 
 
@@ -151,7 +165,7 @@ def test_dropout_only_in_training_and_fused_kernel_at_inference(qv, monkeypatch)
     assert not np.allclose(trained, to_numpy(plain(query, value)), atol=1e-3)
 
 
-@pytest.mark.usefixtures("layout")
+@pytest.mark.usefixtures("layout", "cache_read")
 def test_cached_incremental_decoding_equals_full_causal_pass(rng):
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
@@ -171,6 +185,13 @@ def test_cached_incremental_decoding_equals_full_causal_pass(rng):
     # A precomputed cache (no update index) is attended to as it is.
     reused, same_cache = layer(x[:, 5:6], x[:, :4], cache=cache[:, :, :4])
     assert_close(reused, layer(x[:, 5:6], x[:, :4]), atol=1e-5)
+    # A step whose every cached key is masked gets a zero context (the output bias), not NaN.
+    blocked = np.zeros((2, 1, 6), bool)
+    blocked[1, 0, :3] = True
+    out, _ = layer(x[:, 5:6], x[:, 5:6], attention_mask=blocked, cache=cache, cache_update_index=5)
+    assert np.all(np.isfinite(to_numpy(out)))
+    assert_close(out[0, 0], to_numpy(layer.output_bias), atol=1e-6)
+    assert not np.allclose(to_numpy(out[1, 0]), to_numpy(layer.output_bias), atol=1e-3)
 
 
 def test_cache_rows_read_each_position_from_its_row_as_a_gathered_cache(rng):
@@ -200,6 +221,13 @@ def test_cache_rows_read_each_position_from_its_row_as_a_gathered_cache(rng):
         layer(x, x, cache_rows=rows)
     with pytest.raises(ValueError, match="cache_rows"):
         layer(x[:, :1], x[:, :1], cache=cache, cache_update_index=3, cache_rows=rows[:, :5])
+
+
+def test_query_key_value_and_output_kernels_start_apart(qv):
+    query, value = qv
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(query, query)
+    assert_random_weights_drawn_apart(layer)
 
 
 def test_model_contract(tmp_path, qv):

@@ -1,7 +1,13 @@
 import keras
 import numpy as np
 import pytest
-from layer_checks import assert_close, check_functional_model, fit_reduces_loss, to_numpy
+from layer_checks import (
+    assert_close,
+    assert_random_weights_drawn_apart,
+    check_functional_model,
+    fit_reduces_loss,
+    to_numpy,
+)
 
 import keras_seq as ks
 
@@ -81,6 +87,7 @@ def test_remember_bias_initialisation(cell_class):
     bias = to_numpy(cell.bias).reshape(len(cell.gates), 3)
     for gate, row in zip(cell.gates, bias):
         np.testing.assert_array_equal(row, 1.0 if gate == cell.remember_gate else 0.0)
+    assert_random_weights_drawn_apart(cell)  # the peephole kernel is not a copy of the recurrent one
 
 
 @pytest.mark.parametrize("cell_class", CELLS)

@@ -1,7 +1,13 @@
 import keras
 import numpy as np
 import pytest
-from layer_checks import assert_close, check_functional_model, fit_reduces_loss, to_numpy
+from layer_checks import (
+    assert_close,
+    assert_random_weights_drawn_apart,
+    check_functional_model,
+    fit_reduces_loss,
+    to_numpy,
+)
 from test_multi_head_attention import numpy_multi_head
 
 import keras_seq as ks
@@ -92,6 +98,14 @@ def test_decoder_block_matches_numpy_and_cache_equals_full_pass(rng):
         out, cache = block(x[:, t : t + 1], encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache, cache_update_index=t)
         steps.append(to_numpy(out))
     assert_close(np.concatenate(steps, 1), full, atol=1e-4)
+
+
+def test_sublayers_start_from_their_own_draws(rng):
+    """Self- and cross-attention and both feed-forward kernels: one shared initializer, separate draws."""
+    block = ks.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8)
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    block(x, encoder_outputs=x)
+    assert_random_weights_drawn_apart(block)
 
 
 def test_decoder_only_block_is_causal(rng):
