@@ -54,7 +54,9 @@ class _GatedCell(keras.layers.Layer):
         width = len(self.gates) * self.units
         if input_shape[-1] is None:
             v.fail(v.owner_name(self), "inputs", "a known feature size", f"shape {tuple(input_shape)}")
-        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], width), initializer=own_draw(self.kernel_initializer))
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_shape[-1], width), initializer=own_draw(self.kernel_initializer)
+        )
         self.recurrent_kernel = self.add_weight(
             name="recurrent_kernel", shape=(self.units, width), initializer=own_draw(self.recurrent_initializer)
         )
