@@ -9,7 +9,8 @@ backend-agnostic public equivalent in Keras 3:
   and positions can raise a clear `ValueError` eagerly and stay out of compiled
   graphs, where no Python exception can be raised;
 * which attention layout is fastest on the device at hand (`heads_first_attention`,
-  `single_query_reads_whole_cache`).
+  `single_query_reads_whole_cache`), and which flash-attention flag to hand Keras
+  (`flash_attention_flag`).
 """
 
 import numpy as np
@@ -115,6 +116,22 @@ def compile_for_inference(model, function):
     return no_grad
 
 
+def flash_attention_flag():
+    """The `flash_attention` argument for `keras.ops.dot_product_attention`.
+
+    Keras' setting (`keras.config.is_flash_attention_enabled()`: None once enabled,
+    its default, or False), except on torch, where None becomes False. For None,
+    Keras' torch backend first builds PyTorch's `SDPAParams` to ask whether the flash
+    kernel takes the inputs, and that C++ object breaks the graph under
+    `torch.compile` (`jit_compile=True`), in every attention layer. With False it
+    calls PyTorch's `scaled_dot_product_attention` without that check, which picks
+    the flash kernel itself where the inputs allow it (and its CPU flash kernel on
+    the CPU), so the kernel used is the same.
+    """
+    flag = keras.config.is_flash_attention_enabled()
+    return False if flag is None and keras.backend.backend() == "torch" else flag
+
+
 def heads_first_attention():
     """Whether attention should project straight to `(B, H, T, d)` and write out its softmax.
 
@@ -122,7 +139,9 @@ def heads_first_attention():
     the scores as batched products, softmax in the graph, made a training step of a
     causal self-attention layer about 15% faster than `(B, T, H, d)` projections fed
     to `jax.nn.dot_product_attention` (B=32, T=128, D=256, 4 heads; 104 against 121 ms,
-    benchmarks/RESULTS.md). Elsewhere the
+    benchmarks/RESULTS.md); over a cache (`(B, S, H, d)` keys and values) the layer
+    writes its softmax out too, since XLA:CPU cannot compile `jax.nn.dot_product_attention`
+    for float16 inputs (its `float16 x float16 -> float32` product). Elsewhere the
     fused kernel (flash/cuDNN on GPUs, PyTorch's SDPA, XLA on TensorFlow) is as fast
     or faster, and is kept.
     """

@@ -2,8 +2,11 @@
 
 One implementation serves language models and seq2seq models, Transformer and RNN
 alike. A model supplies `decoding_vocabulary_size` (V of its logits),
-`input_vocabulary_size` and `_input_ids(inputs)` (the id tensor inside `inputs`, for
-the checks), and two steps (see `GenerativeModel`):
+`input_vocabulary_size`, `_input_ids(inputs)` (the id tensor inside `inputs`, for
+the checks), `_inputs_are_prompts` (True: the output continues the input ids; False:
+they are a source), `_length_limits` (the most input ids and the largest
+`max_length` it can decode, None where unbounded), and two steps (see
+`GenerativeModel`):
 
 * `_decoding_start(inputs, max_length)` -> `(ids, prompt_length, cache, context)`:
   the `(B, max_length)` id buffer with the prompt (or the start id) written in, the
@@ -90,12 +93,16 @@ def _keep_top_p(logits, p):
 
 
 def _token_chooser(strategy, temperature, k, p, seed):
-    """`choose(logits (B, V) float32, step) -> ids (B,)` for a non-beam strategy."""
+    """`choose(logits (B, V) float32, step) -> ids (B,)` for a non-beam strategy.
+
+    `logits` come from `_mask_forbidden`; its forbidden ids stay at `_NEG_INF` after
+    the temperature divides the others (a large temperature would lift them to near 0).
+    """
     if strategy == "greedy":
         return lambda logits, step: _argmax(logits)
 
     def choose(logits, step):
-        logits = logits / temperature
+        logits = ops.where(logits == _NEG_INF, _NEG_INF, logits / temperature)
         if strategy == "top_k":
             logits = _keep_top_k(logits, k)
         elif strategy == "top_p":
@@ -235,6 +242,28 @@ def _id_array(model, nested):
     v.fail(_owner(model), "inputs", "a rectangular (batch, length) array of ids", "nested lists of different lengths")
 
 
+def check_lengths(model, ids, max_length):
+    """ValueErrors for input ids `(B, L)` or a `max_length` the model cannot decode.
+
+    Called by `generate` before anything is traced (TensorFlow wraps an error raised
+    while tracing in its own message) and by `decode`; a length unknown while tracing
+    is not checked.
+    """
+    owner = _owner(model)
+    most_input_ids, largest_max_length = model._length_limits
+    if largest_max_length is not None and max_length > largest_max_length:
+        v.fail(owner, "max_length", f"at most the model's target length {largest_max_length}", max_length)
+    length = ids.shape[1]
+    if length is None:
+        return
+    if length == 0:
+        v.fail(owner, "inputs", "at least one id per row", f"shape {tuple(ids.shape)}")
+    if model._inputs_are_prompts and length > max_length:
+        v.fail(owner, "inputs", f"a prompt of at most max_length={max_length} ids", f"{length} ids")
+    if most_input_ids is not None and length > most_input_ids:
+        v.fail(owner, "inputs", f"at most the model's source length {most_input_ids} ids", f"{length} ids")
+
+
 def check_generate_arguments(
     model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
     min_length=0, start_id=1, seed=None, length_penalty=0.6,
@@ -267,6 +296,7 @@ def check_generate_arguments(
     v.check_rank(owner, "inputs", inputs, 2)
     v.check_integer_ids(owner, "inputs", inputs)
     v.check_ids_below(owner, "inputs", inputs, model.input_vocabulary_size)
+    check_lengths(model, inputs, max_length)
 
 
 def decode(
@@ -293,6 +323,7 @@ def decode(
     must hold int32 ids.
     """
     ids = model._input_ids(inputs)
+    check_lengths(model, ids, max_length)
     batch = ops.shape(ids)[0]
     copies = num_beams if strategy == "beam" else num_return_sequences
     rows = keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), inputs) if copies > 1 else inputs

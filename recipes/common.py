@@ -18,11 +18,16 @@ class UsageError(ValueError):
     """Bad input from the user: reported as one line, exit status 2."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except None (the help text says what no flag means)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def parser(name, description, data_help, models, default_model, epochs, batch_size):
     """An `ArgumentParser` with the flags every recipe has (API.md, section recipes)."""
-    p = argparse.ArgumentParser(
-        prog=f"python -m recipes.{name}", description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    p = argparse.ArgumentParser(prog=f"python -m recipes.{name}", description=description, formatter_class=_HelpFormatter)
     data = p.add_argument_group("data (no flag: the embedded default data)")
     data.add_argument("--train", metavar="FILE", help=f"training file: {data_help}")
     data.add_argument("--valid", metavar="FILE", help="validation file, same format as --train")

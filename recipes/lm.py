@@ -54,6 +54,25 @@ def windows(stream, window, limit=None):
     return rows[:limit]
 
 
+def _continuation(output, prompt):
+    """What the exported model wrote after `prompt`: `output` less its start, matched
+    ignoring spaces where the two differ there (word-level detokenizing spaces
+    punctuation its own way), or all of `output` if it does not start with the prompt."""
+    if output.startswith(prompt):
+        return output[len(prompt) :]
+    wanted = "".join(prompt.split())
+    matched = 0
+    for position, char in enumerate(output):
+        if matched == len(wanted):
+            return output[position:]
+        if char.isspace():
+            continue
+        if char != wanted[matched]:
+            return output
+        matched += 1
+    return "" if matched == len(wanted) else output
+
+
 def run(args):
     started = time.monotonic()
     if args.window < 2:
@@ -89,7 +108,7 @@ def run(args):
         model.compile(
             optimizer=keras.optimizers.Adam(args.learning_rate or 2e-3, clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=[ks.metrics.Perplexity()],
+            metrics=[ks.metrics.Perplexity(ignore_index=0)],
         )
         return model
 
@@ -101,12 +120,12 @@ def run(args):
     prompts, references = decode(rows[:, :half]), decode(rows[:, half:])
     continuer = common.export_and_load(args, "lm", vocab, max_length=args.window + 1)
     outputs = [s.decode("utf-8") for s in continuer.generate(tf.constant(prompts)).numpy()]
-    continuations = [output[len(prompt) :] if output.startswith(prompt) else output for prompt, output in zip(prompts, outputs)]
+    continuations = [_continuation(output, prompt) for prompt, output in zip(prompts, outputs)]
     common.write_predictions(args.output_dir, zip(prompts, references, continuations), ("prompt", "reference", "prediction"))
     prompt = vocab["text"].encode([args.prompt]).to_tensor()
     longest = model.get_config().get("sequence_length") or prompt.shape[1] + args.generate_length  # a Transformer's limit
     generated = model.generate(prompt, min(prompt.shape[1] + args.generate_length, longest), strategy=args.strategy, k=5, seed=args.seed)
-    sample = args.prompt + decode(np.asarray(generated)[:, prompt.shape[1] :])[0]
+    sample = decode(np.asarray(generated))[0]  # the prompt as the model read it, then its continuation
     valid_loss = history["val_loss"][-1] if history.get("val_loss") else model.evaluate(batches(None, 0, 1, valid_rows), verbose=0)[0]
     metrics = {
         "perplexity": math.exp(valid_loss),

@@ -23,6 +23,7 @@ class MarkovChain:
         self.decoding_vocabulary_size = self.input_vocabulary_size = self.log_table.shape[0]
         self._compiled_decoders = {}
         self.variables = []
+        self._inputs_are_prompts, self._length_limits = True, (None, None)
 
     @staticmethod
     def _input_ids(inputs):
@@ -126,6 +127,19 @@ def test_sampling_is_repeatable_with_a_seed_and_follows_the_distribution():
     cold = run(model, prompt, 6, strategy="sample", seed=11, temperature=0.25)
     sharpened = PROBS**4 / np.sum(PROBS**4)  # softmax(log p / 0.25)
     np.testing.assert_allclose(np.mean(cold[:, 1:] == 5), sharpened[5], atol=0.03)
+
+
+@pytest.mark.parametrize("strategy", ["sample", "top_k", "top_p"])
+def test_a_large_temperature_keeps_padding_and_early_ends_out(strategy):
+    """Forbidden ids stay forbidden however flat the temperature makes the rest."""
+    model = MarkovChain(np.tile(PROBS, (6, 1)))
+    prompt = np.ones((200, 1), "int32")
+    ids = run(model, prompt, 8, strategy=strategy, temperature=1e10, seed=0, end_id=5, min_length=6, k=6, p=1.0)
+    first_end = np.argmax(np.concatenate([ids, np.full((200, 1), 5)], axis=1) == 5, axis=1)
+    assert first_end.min() >= 6  # end_id not before min_length
+    for row, end in zip(ids, first_end):
+        assert np.all(row[:end] != 0)  # no padding id generated before the end
+    assert set(np.unique(ids[:, 1:6])) == {1, 2, 3, 4}  # flat over the allowed ids
 
 
 def test_top_k_and_top_p_sample_only_inside_their_sets():
@@ -240,6 +254,22 @@ def test_bad_arguments_raise_value_errors():
         model.generate(np.full((2, 3), 25, "int32"), 6)
     with pytest.raises(ValueError, match=r"inputs.*rectangular.*nested lists of different lengths"):
         model.generate([[3, 4, 5], [6]], 6)
+
+
+def test_input_lengths_the_model_cannot_decode_raise_value_errors():
+    lm = ks.models.transformer_lm(20, 8, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    seq2seq = ks.models.transformer_seq2seq(20, 20, 6, 8, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    rnn = ks.models.rnn_seq2seq(20, 20, embedding_dim=8, units=8)
+    for model in (lm, seq2seq, rnn):
+        name = type(model).__name__
+        with pytest.raises(ValueError, match=rf"{name}.generate.*inputs.*at least one id per row.*\(2, 0\)"):
+            model.generate(np.zeros((2, 0), "int32"), 6)
+    with pytest.raises(ValueError, match=r"TransformerSeq2Seq.generate.*inputs.*source length 6 ids.*7 ids"):
+        seq2seq.generate(np.ones((1, 7), "int32"), 6)
+    with pytest.raises(ValueError, match=r"TransformerSeq2Seq.generate.*max_length.*target length 8"):
+        seq2seq.generate(np.ones((1, 3), "int32"), 9)
+    assert to_numpy(seq2seq.generate(np.ones((1, 6), "int32"), 8)).shape == (1, 8)
+    assert to_numpy(rnn.generate(np.ones((1, 30), "int32"), 4)).shape == (1, 4)  # a source longer than max_length
 
 
 def test_nested_list_prompts_equal_arrays():

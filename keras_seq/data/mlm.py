@@ -94,6 +94,8 @@ class TokenMasker:
         from_numpy = not tf.is_tensor(token_ids)
         ids = tf.convert_to_tensor(np.asarray(token_ids) if from_numpy else token_ids)
         v.check_integer_ids("TokenMasker", "token_ids", ids)
+        if tf.executing_eagerly():  # inside a tf.data map the values are not known yet
+            v.check_ids_below("TokenMasker", "token_ids", ids.numpy(), self.vocabulary_size)
         wide_ids = tf.cast(ids, tf.int64)
         shape = tf.shape(ids)
 

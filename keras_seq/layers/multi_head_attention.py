@@ -229,7 +229,10 @@ class MultiHeadAttention(keras.layers.Layer):
         # A causal mask alone leaves every query at least its own key: no empty rows to guard.
         causal_alone = causal is not None and key_padding is None and attention_mask is None
         dropping = self.dropout > 0 and bool(training)
-        fused = not (heads_first or return_attention_scores or dropping) and self.key_dim == self.value_dim
+        # Never on JAX on the CPU, not even over a cache: there `jax.nn.dot_product_attention`
+        # is slower, and under `jit` it fails to compile for float16 inputs.
+        fused = not (_backend.heads_first_attention() or return_attention_scores or dropping)
+        fused = fused and self.key_dim == self.value_dim
         # One new token against a cache: products as multiply-and-sum over the cache in its
         # own layout, so no step copies the cache into the heads-first layout of a matmul.
         single_query = cache is not None and q.shape[1] == 1 and not (return_attention_scores or dropping)
@@ -276,7 +279,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
         # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
-        flash = keras.config.is_flash_attention_enabled()
+        flash = _backend.flash_attention_flag()
         if mask is None:
             return ops.dot_product_attention(q, k, v_, scale=self._scale, is_causal=is_causal, flash_attention=flash)
         if rows_never_empty:

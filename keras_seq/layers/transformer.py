@@ -8,7 +8,6 @@ root, `(x - mean) / sqrt(var + eps)`, as in Ba et al. (2016).
 """
 
 import keras
-from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from keras_seq import _validation as v
 from keras_seq import decoding, losses
 
 
@@ -14,8 +13,12 @@ class GenerativeModel(keras.Model):
     constructor arguments in `self._config` (so `.keras` files rebuild them) and
     implement `_decoding_start`, `_decoding_step` and `decoding_vocabulary_size`
     (see `keras_seq.decoding`); `_decoding_reads_cache_rows = True` if their
-    `_decoding_step` takes `cache_rows` (beam search then reorders no cache).
+    `_decoding_step` takes `cache_rows` (beam search then reorders no cache);
+    `_inputs_are_prompts = False` for seq2seq models, and `_length_limits` where
+    positions are bounded.
     """
+
+    _inputs_are_prompts = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -82,8 +85,10 @@ class GenerativeModel(keras.Model):
             start_id: the first decoder id of a seq2seq model, in `[1, V)`.
             num_return_sequences: samples (or best beams, at most `num_beams`) per
                 input row.
-            seed: an int32 integer that makes sampling repeatable (same ids on
-                every call, on every backend).
+            seed: an int32 integer that makes sampling repeatable: the same ids
+                on every call and in every process, on each backend (each backend
+                draws from its own random generator, so two backends give
+                different ids for one seed).
             min_length: `end_id` is not generated before this position (the
                 prompt or start id counts), so no sequence ends shorter.
 
@@ -124,11 +129,14 @@ class GenerativeModel(keras.Model):
         """The id tensor inside `generate`'s inputs (the inputs themselves by default)."""
         return inputs
 
+    @property
+    def _length_limits(self):
+        """`(most input ids, largest max_length)` that `generate` can decode; None: unbounded."""
+        return None, None
+
     def _id_buffer(self, prefix, max_length):
         """`(B, max_length)` ids starting with `prefix` (a prompt, or the start id), zeros after."""
         prefix_length = prefix.shape[1]
-        if prefix_length > max_length:
-            v.fail(f"{type(self).__name__}.generate", "inputs", f"a prompt of at most max_length={max_length} ids", f"{prefix_length} ids")
         return ops.pad(prefix, ((0, 0), (0, max_length - prefix_length))), prefix_length
 
     def get_config(self):

@@ -312,6 +312,8 @@ class RNNSeq2Seq(GenerativeModel):
     Build it with `keras_seq.models.rnn_seq2seq`.
     """
 
+    _inputs_are_prompts = False
+
     def __init__(
         self,
         source_vocabulary_size,

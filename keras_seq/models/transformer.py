@@ -62,11 +62,6 @@ def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index,
     return head(_normalized(final_norm, h)), tuple(layer_caches)
 
 
-def _check_decoding_length(owner, max_length, limit):
-    if max_length > limit:
-        v.fail(owner, "max_length", f"at most the model's target length {limit}", max_length)
-
-
 class TiedLogits(keras.layers.Layer):
     """Output projection sharing the token embedding matrix: `logits = h @ E^T + b`.
 
@@ -173,10 +168,13 @@ class TransformerLM(GenerativeModel):
     def decoding_vocabulary_size(self):
         return self._config["vocabulary_size"]
 
+    @property
+    def _length_limits(self):
+        return None, self._config["sequence_length"]
+
     def _decoding_start(self, prompt, max_length, start_id):
         config = self._config
         ids, prompt_length = self._id_buffer(prompt, max_length)
-        _check_decoding_length("TransformerLM.generate", max_length, config["sequence_length"])
         batch = ops.shape(prompt)[0]
         cache = _empty_cache(
             batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
@@ -234,6 +232,7 @@ class TransformerSeq2Seq(GenerativeModel):
     """
 
     _decoding_reads_cache_rows = True
+    _inputs_are_prompts = False
 
     def __init__(
         self,
@@ -304,6 +303,10 @@ class TransformerSeq2Seq(GenerativeModel):
         return self._config["target_vocabulary_size"]
 
     @property
+    def _length_limits(self):
+        return self._config["source_length"], self._config["target_length"]
+
+    @property
     def input_vocabulary_size(self):
         return self._config["source_vocabulary_size"]
 
@@ -335,7 +338,6 @@ class TransformerSeq2Seq(GenerativeModel):
 
     def _decoding_start(self, encoder_ids, max_length, start_id):
         config = self._config
-        _check_decoding_length("TransformerSeq2Seq.generate", max_length, config["target_length"])
         batch = ops.shape(encoder_ids)[0]
         ids, _ = self._id_buffer(ops.full((batch, 1), start_id, "int32"), max_length)
         cache = _empty_cache(

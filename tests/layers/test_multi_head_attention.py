@@ -277,6 +277,29 @@ def test_torch_compile_matches_eager(qv):
     assert_close(compiled(torch.as_tensor(query), torch.as_tensor(value)), eager, atol=1e-5)
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is the torch backend's compiler")
+@pytest.mark.parametrize("flash", ["enabled", "disabled"])
+def test_attention_and_block_trace_whole_under_torch_compile(rng, flash):
+    """No graph break in the layers' own computation (Keras' flash pre-check used to make one per layer)."""
+    import torch
+
+    if flash == "enabled":
+        keras.config.enable_flash_attention()
+    else:
+        keras.config.disable_flash_attention()
+    try:
+        x = torch.as_tensor(rng.normal(size=(2, 5, 8)).astype("float32"))
+        attention = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+        block = ks.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=16, dropout=0.0)
+        attention(x, x, use_causal_mask=True)
+        block(x)
+        for call in (lambda h: attention.call(h, h, use_causal_mask=True), block.call):
+            explanation = torch._dynamo.explain(call)(x)
+            assert explanation.graph_break_count == 0, explanation.break_reasons
+    finally:
+        keras.config.enable_flash_attention()  # Keras' default
+
+
 def test_bad_inputs_raise_value_errors(qv):
     query, value = qv
     built = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)

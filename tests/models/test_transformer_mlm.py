@@ -139,6 +139,8 @@ def test_bad_arguments_raise_value_errors():
         (lambda: TokenMasker(4, 3, special_ids=(1, 2)), r"TokenMasker.*vocabulary_size.*ids besides padding"),
         (lambda: TokenMasker(10, 3, seed=1.5), r"TokenMasker.*seed.*integer or None.*got 1.5"),
         (lambda: TokenMasker(10, 3)(np.ones((2, 3), "float32")), r"TokenMasker.*token_ids.*integer token ids.*float32"),
+        (lambda: TokenMasker(10, 3)(np.array([[1, 10]])), r"TokenMasker.*token_ids.*ids in \[0, 10\).*got ids in \[1, 10\]"),
+        (lambda: TokenMasker(10, 3)(tf.constant([[-1, 4]])), r"TokenMasker.*token_ids.*ids in \[0, 10\).*got ids in \[-1, 4\]"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

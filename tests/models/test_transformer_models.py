@@ -164,6 +164,23 @@ def uncached_greedy(model, inputs, max_length):
     return ids
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("kind", ["lm", "seq2seq"])
+def test_generation_under_mixed_precision(rng, kind, policy):
+    """A prompt of several ids fills the cache in one step, in the policy's compute dtype."""
+    reference = tiny_transformer(kind, False)
+    keras.config.set_dtype_policy(policy)
+    model = tiny_transformer(kind, False)
+    model.set_weights(reference.get_weights())
+    prompt = rng.integers(3, 11, size=(2, 4)).astype("int32")
+    greedy = to_numpy(model.generate(prompt, 8))
+    ids, scores = (to_numpy(x) for x in model.generate(prompt, 8, strategy="beam", num_beams=3, num_return_sequences=2))
+    assert greedy.shape == (2, 8) and ids.shape == (2, 2, 8)
+    generated = greedy if kind == "seq2seq" else greedy[:, 4:]
+    assert np.all((generated >= 1) & (generated < 17))
+    assert scores.dtype == np.float32 and np.all(np.isfinite(scores)) and np.all(scores[:, 0] >= scores[:, 1])
+
+
 @pytest.mark.parametrize("kind", ["lm", "seq2seq"])
 def test_tied_models_generate_with_the_cache_and_save_load(rng, tmp_path, kind):
     model = tiny_transformer(kind, True)

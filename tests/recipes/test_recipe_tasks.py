@@ -8,6 +8,7 @@ import pytest
 from recipe_runs import BACKEND, normalized, read_json, read_tsv
 
 from keras_seq.data import loaders
+from recipes import lm
 
 
 def check_common_outputs(run, epochs=1):
@@ -57,7 +58,10 @@ def test_lm(lm_run, data_dir):
     metrics = check_common_outputs(lm_run)
     assert type(metrics["perplexity"]) is float
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["valid_loss"]))
-    assert metrics["valid_loss"] == pytest.approx(read_json(lm_run.path("checkpoint.json"))["history"]["val_loss"][-1])
+    history = read_json(lm_run.path("checkpoint.json"))["history"]
+    assert metrics["valid_loss"] == pytest.approx(history["val_loss"][-1])
+    # The logged perplexity skips the padded positions, as the loss does.
+    assert history["val_perplexity"][-1] == pytest.approx(metrics["perplexity"], rel=1e-4)
     assert metrics["level"] == "char" and metrics["sample"].startswith("Alice")
     # Valid windows of 15 characters (+1 target), in the text's order: each row's prompt is
     # the first 7 characters of one, its reference the other 9.
@@ -68,3 +72,10 @@ def test_lm(lm_run, data_dir):
     for i, row in enumerate(rows):
         assert row[0] == normalized(valid[15 * i : 15 * i + 7])
         assert row[1] == normalized(valid[15 * i + 7 : 15 * i + 16])
+
+
+def test_lm_continuation_strips_the_prompt_even_where_spacing_differs():
+    assert lm._continuation("Alice was here", "Alice was") == " here"
+    assert lm._continuation('"<unk> ll went on', '" <unk> ll') == " went on"  # word-level detokenizing
+    assert lm._continuation("something else", "Alice") == "something else"
+    assert lm._continuation("Alice", "Alice was") == "Alice"
