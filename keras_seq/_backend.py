@@ -58,32 +58,6 @@ def concrete_value(x):
     return None
 
 
-def stateless_uniform(shape, seed, step):
-    """Uniform [0, 1) noise fixed by `(seed, step)`: the same draws in every run.
-
-    Keras' own random ops take an int or a `SeedGenerator`, neither of which can
-    advance inside a compiled decoding loop, hence one stateless draw per backend.
-    `step` may be a traced scalar (JAX, TensorFlow) or a Python int (torch's eager loop).
-    """
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        key = jax.random.fold_in(jax.random.PRNGKey(seed), step)
-        return jax.random.uniform(key, shape, minval=1e-20, maxval=1.0)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        pair = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
-        return tf.random.stateless_uniform(shape, seed=pair, minval=1e-20, maxval=1.0)
-    import torch
-    from keras.src.backend.torch.core import get_device
-
-    generator = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
-    noise = torch.rand(tuple(shape), generator=generator).clamp_min_(1e-20)
-    return noise.to(get_device())
-
-
 def compile_for_inference(model, function):
     """`function(*tensors)` compiled for repeated inference calls on the model's backend.
 

@@ -32,7 +32,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_seq import _backend
+from keras_seq import _backend, _random
 from keras_seq import _validation as v
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
@@ -72,8 +72,8 @@ def _argmax(logits):
 
 
 def _gumbel_argmax(logits, seed, step):
-    """A draw from softmax(logits) by the Gumbel-max trick, reproducible per (seed, step)."""
-    noise = _backend.stateless_uniform(ops.shape(logits), seed, step)
+    """A draw from softmax(logits) by the Gumbel-max trick, the same per (seed, step) on every backend."""
+    noise = _random.uniform(ops.shape(logits), seed, step)
     return _argmax(logits - ops.log(-ops.log(noise)))
 
 

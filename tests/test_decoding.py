@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from keras import ops
 from layer_checks import to_numpy
+from test_random import numpy_uniform
 
 import keras_seq as ks
 from keras_seq import decoding
@@ -127,6 +128,21 @@ def test_sampling_is_repeatable_with_a_seed_and_follows_the_distribution():
     cold = run(model, prompt, 6, strategy="sample", seed=11, temperature=0.25)
     sharpened = PROBS**4 / np.sum(PROBS**4)  # softmax(log p / 0.25)
     np.testing.assert_allclose(np.mean(cold[:, 1:] == 5), sharpened[5], atol=0.03)
+
+
+def test_sampling_draws_the_same_ids_on_every_backend():
+    """Gumbel-max over the seed's counter-based noise, written out in NumPy: no backend's own generator."""
+    model = MarkovChain(np.tile(PROBS, (6, 1)))
+    prompt = np.ones((50, 1), "int32")
+    ids = run(model, prompt, 6, strategy="sample", seed=7, temperature=0.7)
+    expected = prompt
+    for step in range(1, 6):
+        logits = model.log_table[expected[:, -1]].copy()
+        logits[:, 0] = -1e9  # padding is never drawn
+        noise = numpy_uniform(logits.shape, 7, step).astype("float32")
+        chosen = np.argmax(logits / np.float32(0.7) - np.log(-np.log(noise)), axis=-1)
+        expected = np.concatenate([expected, chosen[:, None].astype("int32")], axis=1)
+    np.testing.assert_array_equal(ids, expected)
 
 
 @pytest.mark.parametrize("strategy", ["sample", "top_k", "top_p"])

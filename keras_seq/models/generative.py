@@ -85,10 +85,12 @@ class GenerativeModel(keras.Model):
             start_id: the first decoder id of a seq2seq model, in `[1, V)`.
             num_return_sequences: samples (or best beams, at most `num_beams`) per
                 input row.
-            seed: an int32 integer that makes sampling repeatable: the same ids
-                on every call and in every process, on each backend (each backend
-                draws from its own random generator, so two backends give
-                different ids for one seed).
+            seed: an int32 integer that makes sampling repeatable. The noise is
+                a hash of the seed, the step and the position in `keras.ops`
+                (`keras_seq._random`), the same on every call, in every process
+                and on every backend: the same weights sample the same ids on
+                TensorFlow, JAX and torch (barring a near-tie that their floating
+                point rounds apart).
             min_length: `end_id` is not generated before this position (the
                 prompt or start id counts), so no sequence ends shorter.
 

@@ -1,0 +1,43 @@
+import numpy as np
+import pytest
+from layer_checks import to_numpy
+
+from keras_seq import _random
+
+
+def lowbias32(x):
+    """The mixer on uint32 in NumPy (wrapping products), as Wellons (2020) writes it."""
+    x = np.asarray(x, np.uint32)
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(0x7FEB352D)
+        x = x ^ (x >> np.uint32(15))
+        x = x * np.uint32(0x846CA68B)
+        return x ^ (x >> np.uint32(16))
+
+
+def numpy_uniform(shape, seed, step):
+    with np.errstate(over="ignore"):
+        key = lowbias32(lowbias32(np.uint32(step) + np.uint32(0x9E3779B9)) ^ np.uint32(seed & 0xFFFFFFFF))
+        index = np.arange(np.prod(shape), dtype=np.uint32).reshape(shape)
+        bits = lowbias32(lowbias32(index + key) ^ key)
+    return ((bits >> np.uint32(9)).astype(np.float64) + 0.5) / 2**23
+
+
+@pytest.mark.parametrize("seed, step", [(0, 0), (123, 5), (-(2**31), 7), (2**31 - 1, 2**20)])
+def test_uniform_is_the_uint32_hash_written_out_in_numpy(seed, step):
+    """int32 wrapping products and masked shifts give the unsigned hash, bit for bit, on every backend."""
+    np.testing.assert_array_equal(to_numpy(_random.uniform((3, 1000), seed, step)), numpy_uniform((3, 1000), seed, step))
+
+
+def test_uniform_draws_look_uniform_and_independent():
+    u = to_numpy(_random.uniform((64, 4096), 7, 3)).ravel()
+    assert 0 < u.min() and u.max() < 1
+    assert to_numpy(_random.uniform((1,), 0, 0)).dtype == np.float32
+    assert abs(u.mean() - 0.5) < 0.003 and abs(u.var() - 1 / 12) < 0.002
+    counts = np.bincount((u * 20).astype(int), minlength=20)
+    expected = u.size / 20
+    assert np.sum((counts - expected) ** 2 / expected) < 45  # chi-square, 19 degrees of freedom: p < 0.001
+    assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < 0.01  # neighbouring elements
+    for other in (_random.uniform((64, 4096), 7, 4), _random.uniform((64, 4096), 8, 3)):  # next step, next seed
+        assert abs(np.corrcoef(u, to_numpy(other).ravel())[0, 1]) < 0.01
