@@ -201,7 +201,8 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         self._check_inputs(query, value, key, attention_mask, cache, cache_update_index, cache_rows)
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
-        heads_first = cache is None and _backend.heads_first_attention()
+        writes_softmax_out = _backend.heads_first_attention()  # JAX on the CPU: no fused kernel
+        heads_first = cache is None and writes_softmax_out
         # Three products even for self-attention: one product by the three kernels joined
         # at call time made a training step of the layer 3-13% slower on the CPU.
         q = _project(query, self.query_kernel, self.query_bias, heads_first)
@@ -231,7 +232,7 @@ class MultiHeadAttention(keras.layers.Layer):
         dropping = self.dropout > 0 and bool(training)
         # Never on JAX on the CPU, not even over a cache: there `jax.nn.dot_product_attention`
         # is slower, and under `jit` it fails to compile for float16 inputs.
-        fused = not (_backend.heads_first_attention() or return_attention_scores or dropping)
+        fused = not (writes_softmax_out or return_attention_scores or dropping)
         fused = fused and self.key_dim == self.value_dim
         # One new token against a cache: products as multiply-and-sum over the cache in its
         # own layout, so no step copies the cache into the heads-first layout of a matmul.
