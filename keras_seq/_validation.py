@@ -89,15 +89,16 @@ def check_same_size(owner, argument, size, expected_size, what):
         fail(owner, argument, f"{what} {expected_size}", size)
 
 
-def check_mask_shape(owner, argument, mask, expected_shape):
-    """`mask` must match `expected_shape` wherever both sizes are known."""
-    if mask is None:
+def check_shape(owner, argument, tensor, expected_shape):
+    """`tensor` (a mask, a cache, targets; None passes) must match `expected_shape` wherever both sizes are known."""
+    if tensor is None:
         return
-    shape = shape_of(mask)
+    shape = shape_of(tensor)
     if len(shape) != len(expected_shape) or any(
         a is not None and b is not None and a != b for a, b in zip(shape, expected_shape)
     ):
-        fail(owner, argument, f"a mask of shape {tuple(expected_shape)}", f"shape {shape}")
+        any_size = " (None: any size)" if None in expected_shape else ""
+        fail(owner, argument, f"shape {tuple(expected_shape)}{any_size}", f"shape {shape}")
 
 
 def check_ids_below(owner, argument, ids, limit):

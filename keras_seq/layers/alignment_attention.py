@@ -46,7 +46,7 @@ class _AlignmentAttention(keras.layers.Layer):
         v.check_same_size(owner, "keys", keys_shape[0], query_shape[0], "batch size")
         v.check_same_size(owner, "values", values_shape[0], keys_shape[0], "batch size")
         v.check_same_size(owner, "values", values_shape[1], keys_shape[1], "the keys' length")
-        v.check_mask_shape(owner, "mask", mask, keys_shape[:2])
+        v.check_shape(owner, "mask", mask, keys_shape[:2])
         if self.built:
             v.check_same_size(owner, "query", query_shape[-1], self._query_dim, "feature size")
             v.check_same_size(owner, "keys", keys_shape[-1], self._keys_dim, "feature size")

@@ -174,14 +174,14 @@ class MultiHeadAttention(keras.layers.Layer):
             for name, given in (("cache_update_index", cache_update_index), ("cache_rows", cache_rows)):
                 if given is not None:
                     v.fail(owner, name, "to come with a `cache`", "no cache")
-            v.check_mask_shape(owner, "attention_mask", attention_mask, (batch, query_length, value_length))
+            v.check_shape(owner, "attention_mask", attention_mask, (batch, query_length, value_length))
             return
         if self.value_dim != self.key_dim:
             v.fail(owner, "cache", "value_dim == key_dim (keys and values share one cache)", self.value_dim)
         expected = (batch, 2, None, self.num_heads, self.key_dim)
-        v.check_mask_shape(owner, "cache", cache, expected)
-        v.check_mask_shape(owner, "attention_mask", attention_mask, (batch, query_length, cache.shape[2]))
-        v.check_mask_shape(owner, "cache_rows", cache_rows, (batch, cache.shape[2]))
+        v.check_shape(owner, "cache", cache, expected)
+        v.check_shape(owner, "attention_mask", attention_mask, (batch, query_length, cache.shape[2]))
+        v.check_shape(owner, "cache_rows", cache_rows, (batch, cache.shape[2]))
 
     def call(
         self,

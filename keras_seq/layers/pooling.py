@@ -36,7 +36,7 @@ class SequencePooling(keras.layers.Layer):
         owner = v.owner_name(self)
         batch, length, _ = v.check_rank(owner, "inputs", inputs, 3)
         mask = _backend.get_keras_mask(inputs) if mask is None else mask
-        v.check_mask_shape(owner, "mask", mask, (batch, length))
+        v.check_shape(owner, "mask", mask, (batch, length))
         if self.mode == "first":
             return inputs[:, 0]
         if mask is None:

@@ -13,6 +13,7 @@ from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq.layers.positionwise import over_positions
 from keras_seq.losses import target_nll
 
 SAMPLERS = ("log_uniform", "uniform")
@@ -145,7 +146,7 @@ class SampledSoftmax(keras.layers.Layer):
         shape = v.check_rank(owner, "hidden", hidden, (2, 3))
         v.check_floating(owner, "hidden", hidden)
         v.check_same_size(owner, "hidden", shape[-1], self.kernel.shape[0], "feature size")
-        v.check_mask_shape(owner, "mask", mask, shape[:-1])
+        v.check_shape(owner, "mask", mask, shape[:-1])
         if targets is None:
             return
         v.check_integer_ids(owner, "targets", targets)
@@ -184,7 +185,8 @@ class SampledSoftmax(keras.layers.Layer):
     def full_logits(self, hidden):
         """`z = h W + b` for every word, `(..., V)` in float32."""
         kernel, bias = self._compute_weights()
-        return ops.cast(ops.matmul(ops.cast(hidden, self.compute_dtype), kernel) + bias, "float32")
+        logits = over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(hidden, self.compute_dtype))
+        return ops.cast(logits + bias, "float32")
 
     def sampled_losses(self, hidden, targets, sampled_ids=None):
         """Per-position sampled loss `(...)` in float32 (formula in the class docstring).

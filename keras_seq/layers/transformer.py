@@ -13,6 +13,7 @@ from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers._initializers import own_draw
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
+from keras_seq.layers.positionwise import PositionwiseDense
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -74,7 +75,7 @@ class _TransformerBlock(keras.layers.Layer):
         )
         self.feed_forward_norm.build(x_shape)
         self.feed_forward_inner = self._sublayer(
-            keras.layers.Dense,
+            PositionwiseDense,
             "feed_forward_inner",
             self.intermediate_dim,
             activation=self.activation,
@@ -82,7 +83,7 @@ class _TransformerBlock(keras.layers.Layer):
         )
         self.feed_forward_inner.build(x_shape)
         self.feed_forward_output = self._sublayer(
-            keras.layers.Dense, "feed_forward_output", hidden_dim, kernel_initializer=own_draw(self.kernel_initializer)
+            PositionwiseDense, "feed_forward_output", hidden_dim, kernel_initializer=own_draw(self.kernel_initializer)
         )
         self.feed_forward_output.build((*x_shape[:-1], self.intermediate_dim))
         self.feed_forward_dropout = self._sublayer(keras.layers.Dropout, "feed_forward_dropout", self.dropout)
@@ -112,7 +113,7 @@ class _TransformerBlock(keras.layers.Layer):
         mask = _backend.get_keras_mask(x) if mask is None else mask
         if mask is not None:
             batch, length, _ = x.shape
-            v.check_mask_shape(v.owner_name(self), argument, mask, (batch, length))
+            v.check_shape(v.owner_name(self), argument, mask, (batch, length))
         return mask
 
     def compute_output_shape(self, x_shape, *args, **kwargs):

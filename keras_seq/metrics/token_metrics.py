@@ -3,12 +3,20 @@
 import keras
 from keras import ops
 
+from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.losses import target_nll
 
 
 class _MaskedTokenMetric(keras.metrics.Metric):
-    """Accumulates `sum(value * weight)` and `sum(weight)` over non-ignored positions."""
+    """Accumulates `sum(value * weight)` and `sum(weight)` over counted positions.
+
+    A position counts unless its target is `ignore_index` or the predictions' Keras
+    mask (e.g. the id-0 padding mask a `ks.models` language model attaches to its
+    logits) is False there. Keras' JAX trainer drops that mask between the forward
+    pass and the metrics during `fit` (for its own metrics too; `evaluate` keeps it),
+    so pass `ignore_index=0` for padding-free training figures on every backend.
+    """
 
     def __init__(self, ignore_index=None, name=None, dtype="float32", **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
@@ -22,11 +30,13 @@ class _MaskedTokenMetric(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         owner = f"{type(self).__name__} '{self.name}'"
         pred_shape = v.check_rank(owner, "y_pred", y_pred, (2, 3))
-        v.check_mask_shape(owner, "y_true", y_true, pred_shape[:-1])
+        v.check_shape(owner, "y_true", y_true, pred_shape[:-1])
         y_true = ops.cast(y_true, "int32")
-        weights = ops.ones(ops.shape(y_true), "float32")
+        # The Keras mask of the predictions (e.g. a model's id-0 padding), read as Keras' own metrics do.
+        keras_mask = _backend.get_keras_mask(y_pred)
+        weights = ops.ones(ops.shape(y_true), "float32") if keras_mask is None else ops.cast(keras_mask, "float32")
         if self.ignore_index is not None:
-            weights = ops.cast(ops.not_equal(y_true, self.ignore_index), "float32")
+            weights = weights * ops.cast(ops.not_equal(y_true, self.ignore_index), "float32")
             y_true = ops.where(ops.not_equal(y_true, self.ignore_index), y_true, 0)
         if sample_weight is not None:
             sample_weight = ops.cast(sample_weight, "float32")

@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_seq import _validation as v
 from keras_seq.layers.pooling import SequencePooling
+from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.recurrent import CELLS, make_cell
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.models.input_feeding import InputFeedingDecoder, make_attention
@@ -109,7 +110,7 @@ def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="ls
     v.check_positive_int(builder, "num_tags", num_tags)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     h = _encode(token_ids, vocabulary_size, embedding_dim, units, cell, bidirectional, num_layers, True)
-    logits = keras.layers.Dense(num_tags, name="logits")(h)
+    logits = PositionwiseDense(num_tags, name="logits")(h)
     return keras.Model(token_ids, logits, name=builder)
 
 
@@ -201,7 +202,7 @@ class RNNLM(GenerativeModel):
             recurrent_layer(cell, units, return_sequences=True, stateful=stateful, name=f"{cell}_{index}")
             for index in range(num_layers)
         ]
-        head = keras.layers.Dense(vocabulary_size, dtype="float32", name="logits")
+        head = PositionwiseDense(vocabulary_size, dtype="float32", name="logits")
         token_ids = keras.Input((None,), batch_size=batch_size, dtype="int32", name="token_ids")
         inputs, h = token_ids, embedding(token_ids)
         condition_layer = None
@@ -346,8 +347,8 @@ class RNNSeq2Seq(GenerativeModel):
         else:
             decoder = recurrent_layer(cell, units, return_sequences=True, name="decoder")
             attention_layer = make_attention(attention, units) if attention else None
-        combine = keras.layers.Dense(units, activation="tanh", name="attentional_state") if attention else None
-        head = keras.layers.Dense(target_vocabulary_size, dtype="float32", name="logits")
+        combine = PositionwiseDense(units, activation="tanh", name="attentional_state") if attention else None
+        head = PositionwiseDense(target_vocabulary_size, dtype="float32", name="logits")
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")

@@ -8,6 +8,7 @@ from keras import ops
 from keras_seq import _validation as v
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TokenAndPositionEmbedding
 from keras_seq.layers.pooling import SequencePooling
+from keras_seq.layers.positionwise import PositionwiseDense, over_positions
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.models.padding import PaddingMaskFromIds
@@ -86,7 +87,7 @@ class TiedLogits(keras.layers.Layer):
 
     def call(self, h):
         embeddings = ops.cast(self._embedding().token_embedding.embeddings, "float32")
-        return ops.matmul(ops.cast(h, "float32"), ops.transpose(embeddings)) + self.bias
+        return over_positions(lambda rows: ops.matmul(rows, ops.transpose(embeddings)), ops.cast(h, "float32")) + self.bias
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.vocabulary_size)
@@ -96,7 +97,7 @@ def _logits_head(embedding, tie_embeddings):
     """The float32 output projection to the vocabulary of `embedding`, tied to it or not."""
     if tie_embeddings:
         return TiedLogits(embedding, name="logits")
-    return keras.layers.Dense(embedding.vocabulary_size, dtype="float32", name="logits")
+    return PositionwiseDense(embedding.vocabulary_size, dtype="float32", name="logits")
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")

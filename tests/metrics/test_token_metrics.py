@@ -69,6 +69,40 @@ def test_sample_weight_and_fit_and_config(rng):
     assert history.history["perplexity"][-1] < history.history["perplexity"][0]
 
 
+def test_metrics_skip_the_keras_mask_of_the_predictions(batches):
+    logits, targets = batches
+    logits, targets = logits[0], targets[0]
+    mask = np.ones(targets.shape, bool)
+    mask[0, 3:] = False
+    masked_logits = keras.ops.convert_to_tensor(logits)
+    ks._backend.set_keras_mask(masked_logits, keras.ops.convert_to_tensor(mask))
+    perplexity, accuracy = ks.metrics.Perplexity(), ks.metrics.MaskedAccuracy(ignore_index=0)
+    perplexity.update_state(targets, masked_logits)
+    accuracy.update_state(targets, masked_logits)
+    nll = -np.take_along_axis(numpy_log_softmax(logits), targets[..., None], -1)[..., 0]
+    assert float(perplexity.result()) == pytest.approx(np.exp(nll[mask].mean()), rel=1e-5)
+    counted = mask & (targets != 0)  # the mask and ignore_index both apply
+    expected_accuracy = (logits.argmax(-1) == targets)[counted].mean()
+    assert float(accuracy.result()) == pytest.approx(expected_accuracy)
+
+
+def test_evaluate_counts_only_real_tokens_of_a_padded_language_model(rng):
+    """A language model's id-0 mask rides on its logits: `evaluate` skips padding without `ignore_index`."""
+    vocabulary, length = 30, 10
+    model = ks.models.transformer_lm(vocabulary, length, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)
+    ids = rng.integers(1, vocabulary, size=(8, length))
+    for row, real in enumerate(rng.integers(3, length, size=8)):
+        ids[row, real:] = 0
+    targets = np.concatenate([ids[:, 1:], np.zeros((8, 1), ids.dtype)], axis=1)
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=[ks.metrics.Perplexity()])
+    figures = model.evaluate(ids, targets, batch_size=8, verbose=0, return_dict=True)  # one batch: the loss is its token mean
+    logits = to_numpy(model.predict(ids, verbose=0)).astype("float64")
+    nll = -np.take_along_axis(numpy_log_softmax(logits), targets[..., None], -1)[..., 0]
+    real = ids != 0
+    assert figures["perplexity"] == pytest.approx(np.exp(nll[real].mean()), rel=1e-4)
+    assert figures["perplexity"] == pytest.approx(np.exp(figures["loss"]), rel=1e-4)
+
+
 def test_bad_inputs_raise_value_errors():
     with pytest.raises(ValueError, match=r"MaskedAccuracy.*ignore_index.*integer"):
         ks.metrics.MaskedAccuracy(ignore_index="pad")

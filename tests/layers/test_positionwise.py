@@ -1,0 +1,95 @@
+import keras
+import numpy as np
+import pytest
+from layer_checks import assert_close, check_functional_model, to_numpy
+
+from keras_seq import _backend
+from keras_seq.layers.positionwise import PositionwiseDense, over_positions
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (3, 4, 8), (2, 3, 4, 8)])
+def test_outputs_and_gradients_equal_keras_dense_with_copied_weights(rng, shape):
+    x = rng.normal(size=shape).astype("float32")
+    ours, reference = PositionwiseDense(6, activation="relu"), keras.layers.Dense(6, activation="relu")
+    ours.build(shape)
+    reference.build(shape)
+    ours.set_weights([w + rng.normal(size=w.shape).astype("float32") for w in reference.get_weights()])
+    reference.set_weights(ours.get_weights())
+    kernel, bias = (to_numpy(w) for w in ours.weights)
+    expected = np.maximum(x @ kernel + bias, 0.0)  # Dense written out in NumPy
+    assert_close(ours(x), expected, atol=1e-5)
+    assert_close(reference(x), expected, atol=1e-5)
+
+    upstream = rng.normal(size=(*shape[:-1], 6)).astype("float32")
+    relu_grad = upstream * (expected > 0)
+    rows = x.reshape(-1, shape[-1])
+    expected_kernel_grad = rows.T @ relu_grad.reshape(-1, 6)
+    gradient_of = {
+        "tensorflow": _tensorflow_gradient,
+        "jax": _jax_gradient,
+        "torch": _torch_gradient,
+    }[keras.backend.backend()]
+    kernel_grad, input_grad = gradient_of(ours, x, upstream)
+    np.testing.assert_allclose(kernel_grad, expected_kernel_grad, atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(input_grad, relu_grad @ kernel.T, atol=1e-4, rtol=1e-5)
+
+
+def _tensorflow_gradient(layer, x, upstream):
+    import tensorflow as tf
+
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(layer(x) * upstream)
+    kernel_grad, input_grad = tape.gradient(y, [layer.kernel.value, x])
+    return kernel_grad.numpy(), input_grad.numpy()
+
+
+def _jax_gradient(layer, x, upstream):
+    import jax
+
+    def objective(kernel, inputs):
+        y, _ = layer.stateless_call([kernel, layer.bias.value], [], inputs)
+        return (y * upstream).sum()
+
+    kernel_grad, input_grad = jax.grad(objective, argnums=(0, 1))(layer.kernel.value, x)
+    return np.asarray(kernel_grad), np.asarray(input_grad)
+
+
+def _torch_gradient(layer, x, upstream):
+    import torch
+
+    x = torch.tensor(x, requires_grad=True)
+    (layer(x) * torch.tensor(upstream)).sum().backward()
+    return layer.kernel.value.grad.numpy(), x.grad.numpy()
+
+
+def test_functional_model_with_unknown_batch_and_length(rng, tmp_path):
+    data = [rng.normal(size=(3, 5, 8)).astype("float32")]
+    model = check_functional_model(lambda dtype=None: PositionwiseDense(4, dtype=dtype), [((None, 8), "float32")], data, tmp_path)
+    assert model.outputs[0].shape == (None, None, 4)
+    assert to_numpy(model([rng.normal(size=(2, 7, 8)).astype("float32")])).shape == (2, 7, 4)
+
+
+def test_keeps_the_input_mask_and_dense_configuration():
+    layer = PositionwiseDense(3, activation="tanh", use_bias=False, name="head")
+    assert isinstance(layer, keras.layers.Dense)
+    assert {k: v for k, v in layer.get_config().items() if k != "name"} == {
+        k: v for k, v in keras.layers.Dense(3, activation="tanh", use_bias=False).get_config().items() if k != "name"
+    }
+    hidden = keras.layers.Embedding(10, 4, mask_zero=True)(np.array([[3, 0]]))
+    np.testing.assert_array_equal(to_numpy(_backend.get_keras_mask(layer(hidden))), [[True, False]])
+
+
+def test_over_positions_folds_leading_axes_only(rng):
+    x = rng.normal(size=(2, 3, 4)).astype("float32")
+    seen = []
+
+    def product(rows):
+        seen.append(tuple(rows.shape))
+        return keras.ops.matmul(rows, keras.ops.ones((4, 5)))
+
+    assert_close(over_positions(product, x), np.repeat(x.sum(-1, keepdims=True), 5, -1))
+    assert seen == [(6, 4)]
+    assert_close(over_positions(product, x[0]), np.repeat(x[0].sum(-1, keepdims=True), 5, -1))
+    assert seen[-1] == (3, 4)
