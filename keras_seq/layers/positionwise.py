@@ -7,8 +7,9 @@ transposed (131 MB a step for an 8000-word head at B=32, T=128) before a slower
 `(B*T, D) x (D, U)` product and its two plain gradients. Measured on a
 `transformer_lm` training step (V=8000, 4 blocks, D=256, B=32, T=128; JAX, CPU):
 1064 ms with `keras.layers.Dense` heads and feed-forward layers, 835 ms with the
-head folded, 784 ms with the feed-forward layers folded too. TensorFlow and torch
-already fold the axes themselves (within 1% either way).
+head folded, 784 ms with the feed-forward layers folded too. TensorFlow and eager
+torch fold the axes themselves (no change there); under `torch.compile` the step
+went from 752 to 632 ms (benchmarks/RESULTS.md, reading of 2026-11-23 23:26).
 """
 
 import keras
@@ -28,9 +29,8 @@ def over_positions(product, x):
 class PositionwiseDense(keras.layers.Dense):
     """`keras.layers.Dense` whose inputs' leading axes are folded into one before the product.
 
-    Same weights, configuration and outputs as `keras.layers.Dense` (LoRA and
-    quantization included); only the shape of the product differs (see the module
-    docstring for why and by how much).
+    Same weights, configuration and outputs as `keras.layers.Dense`; only the shape
+    of the product differs (see the module docstring for why and by how much).
     """
 
     def call(self, inputs, training=None):

@@ -86,8 +86,8 @@ class TiedLogits(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
     def call(self, h):
-        embeddings = ops.cast(self._embedding().token_embedding.embeddings, "float32")
-        return over_positions(lambda rows: ops.matmul(rows, ops.transpose(embeddings)), ops.cast(h, "float32")) + self.bias
+        kernel = ops.transpose(ops.cast(self._embedding().token_embedding.embeddings, "float32"))  # (D, V)
+        return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.vocabulary_size)

@@ -66,7 +66,11 @@ def _torch_gradient(layer, x, upstream):
 
 def test_functional_model_with_unknown_batch_and_length(rng, tmp_path):
     data = [rng.normal(size=(3, 5, 8)).astype("float32")]
-    model = check_functional_model(lambda dtype=None: PositionwiseDense(4, dtype=dtype), [((None, 8), "float32")], data, tmp_path)
+
+    def make_layer(dtype=None):
+        return PositionwiseDense(4, dtype=dtype)
+
+    model = check_functional_model(make_layer, [((None, 8), "float32")], data, tmp_path)
     assert model.outputs[0].shape == (None, None, 4)
     assert to_numpy(model([rng.normal(size=(2, 7, 8)).astype("float32")])).shape == (2, 7, 4)
 
