@@ -21,7 +21,8 @@ def over_positions(product, x):
     if len(x.shape) <= 2:
         return product(x)
     leading = ops.shape(x)[:-1]
-    y = product(ops.reshape(x, (-1, x.shape[-1])))
+    features = x.shape[-1] if x.shape[-1] is not None else ops.shape(x)[-1]  # unknown in some TF graphs
+    y = product(ops.reshape(x, (-1, features)))
     return ops.reshape(y, (*leading, y.shape[-1]))
 
 

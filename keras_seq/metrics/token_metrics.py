@@ -14,8 +14,8 @@ class _MaskedTokenMetric(keras.metrics.Metric):
     A position counts unless its target is `ignore_index` or the predictions' Keras
     mask (e.g. the id-0 padding mask a `ks.models` language model attaches to its
     logits) is False there. Keras' JAX trainer drops that mask between the forward
-    pass and the metrics during `fit` (for its own metrics too; `evaluate` keeps it),
-    so pass `ignore_index=0` for padding-free training figures on every backend.
+    pass and the metrics during `fit` (for its own metrics too); the `ks.models`
+    language and seq2seq models put it back, other models need `ignore_index`.
     """
 
     def __init__(self, ignore_index=None, name=None, dtype="float32", **kwargs):

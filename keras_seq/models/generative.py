@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_seq import decoding, losses
+from keras_seq import _backend, decoding, losses
 
 
 class GenerativeModel(keras.Model):
@@ -45,6 +45,27 @@ class GenerativeModel(keras.Model):
         self.compile(**keras.saving.deserialize_keras_object(config))
         if hasattr(self, "optimizer") and self.built:
             self.optimizer.build(self.trainable_variables)  # so the saved optimizer state can load
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """`keras.Model.compute_metrics`, with the logits' padding mask put back where Keras lost it.
+
+        The logits carry the Keras mask `ids != 0` of the model's target-side ids
+        (`token_ids` of a language model, `decoder_inputs` of a seq2seq model).
+        Keras' JAX trainer hands the metrics a new `y_pred` without it (the loss,
+        computed inside the traced step, still sees it), so metrics counted padding
+        on JAX alone; here the mask is rebuilt from those ids.
+        """
+        if _backend.get_keras_mask(y_pred) is None:
+            ids = self._input_named(x, "token_ids" if self._inputs_are_prompts else "decoder_inputs")
+            if ids is not None:
+                _backend.set_keras_mask(y_pred, ops.not_equal(ids, 0))
+        return super().compute_metrics(x, y, y_pred, sample_weight)
+
+    def _input_named(self, x, name):
+        """The input `name` of `x` as given to `fit`: a dict of inputs, or the one input array."""
+        if isinstance(x, dict):
+            return x.get(name)
+        return x if [tensor.name for tensor in self.inputs] == [name] else None
 
     def generate(
         self,

@@ -97,3 +97,16 @@ def test_over_positions_folds_leading_axes_only(rng):
     assert seen == [(6, 4)]
     assert_close(over_positions(product, x[0]), np.repeat(x[0].sum(-1, keepdims=True), 5, -1))
     assert seen[-1] == (3, 4)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="shapes unknown at trace time are TensorFlow's")
+def test_inputs_of_unknown_feature_size_in_a_tensorflow_graph(rng):
+    """E.g. a concatenation inside a `tf.while_loop` (the input-feeding decoder) loses its static width."""
+    import tensorflow as tf
+
+    layer = PositionwiseDense(3)
+    layer.build((None, None, 4))
+    traced = tf.function(layer, input_signature=[tf.TensorSpec((None, None, None), tf.float32)])
+    x = rng.normal(size=(2, 5, 4)).astype("float32")
+    kernel, bias = (to_numpy(w) for w in layer.weights)
+    assert_close(traced(x), x @ kernel + bias)

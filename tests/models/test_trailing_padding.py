@@ -79,3 +79,38 @@ def test_seq2seq_decoder_ignores_trailing_target_padding(rng, cell):
 
     inputs = {"encoder_inputs": source, "decoder_inputs": decoder_ids}
     assert_loss_skips_padding(model, inputs, decoder_ids, rng)
+
+
+def assert_fit_metrics_skip_padding(model, inputs, ids, rng):
+    """`fit`'s logged metrics, ours and Keras' own, count the positions where `ids` is not 0 only.
+
+    Keras' JAX trainer hands metrics logits without their mask; the models put it back.
+    """
+    targets = np.where(ids > 0, rng.integers(1, 30, size=ids.shape), 0).astype("int32")
+    model.head.bias.assign(np.eye(30, dtype="float32")[0] * 10.0)  # padding's target 0 near-certain
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.0),  # the weights stay: logged figures are the model's below
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[ks.metrics.Perplexity(), keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    history = model.fit(inputs, targets, batch_size=len(ids), epochs=1, verbose=0).history
+    logits = to_numpy(model(inputs)).astype("float64")
+    token_losses = -np.take_along_axis(log_softmax(logits), targets[..., None], axis=-1)[..., 0]
+    real = ids > 0
+    assert history["perplexity"][0] == pytest.approx(np.exp(token_losses[real].mean()), rel=1e-4)
+    assert history["perplexity"][0] > 1.5 * np.exp(token_losses.mean())
+    assert history["accuracy"][0] == pytest.approx((logits.argmax(-1) == targets)[real].mean())
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_fit_metrics_count_real_positions_only(rng, kind):
+    ids = right_padded(rng)
+    assert_fit_metrics_skip_padding(make_lm(kind), ids, ids, rng)
+
+
+def test_seq2seq_fit_metrics_count_real_target_positions_only(rng):
+    model = ks.models.rnn_seq2seq(20, 30, embedding_dim=8, units=16)
+    decoder_ids = right_padded(rng)
+    source = np.array([[3, 4, 5, 0], [6, 7, 0, 0], [8, 0, 0, 0]], "int32")
+    inputs = {"encoder_inputs": source, "decoder_inputs": decoder_ids}
+    assert_fit_metrics_skip_padding(model, inputs, decoder_ids, rng)
