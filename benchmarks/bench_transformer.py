@@ -19,6 +19,14 @@ with the implementations timed round-robin (see `_timing.py`):
   backend's process, the native PyTorch LM of `anchors/torch_lm_train.py`
   (`nn.TransformerEncoder`, norm_first, causal). Token ids are drawn from
   `[1, V)`, so no position is padding on any side.
+* One `fit` (the anchors' measurement, `anchors/keras_hub_lm_train.py`): the wall time
+  of a whole `model.fit(x, y, batch_size=32, epochs=1)` over `--fit-batches` NumPy
+  batches (12), after a warm-up `fit` of 2, rounds interleaved; native PyTorch runs
+  the same number of steps in a loop. This counts what a user waits for, the input
+  pipeline and `fit`'s teardown included: on TensorFlow, Keras' `tf.data` feed of
+  arrays waits for tf.data's autotuning thread when its iterator is deleted while the
+  CPU is busy (keras_seq's models feed arrays with autotuning off,
+  `keras_seq/models/array_feed.py`).
 * Generation, cached greedy, batch 8, prompt 16, 112 new tokens (`max_length=128`):
   new tokens/s of `model.generate` against keras-hub's `GPT2CausalLM.generate` (the
   same sizes, `anchors/keras_hub_generate.py`), and beam search with 4 beams against
@@ -186,6 +194,44 @@ def _training_cases(args, on_error):
     return cases
 
 
+def _fit_cases(args, on_error):
+    """One whole `fit` over `args.fit_batches` batches of NumPy arrays per call, as the anchors time it."""
+    import keras
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    count = args.fit_batches * args.batch_size
+    x = rng.integers(1, args.vocabulary, (count, args.length)).astype("int32")
+    y = rng.integers(1, args.vocabulary, (count, args.length)).astype("int32")
+
+    def keras_fit(build):
+        def make():
+            model = build()
+            model.compile(
+                optimizer=keras.optimizers.Adam(1e-3), jit_compile=True if args.jit_compile == "on" else "auto",
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            )
+            model.fit(x[: 2 * args.batch_size], y[: 2 * args.batch_size], batch_size=args.batch_size, verbose=0)
+            return lambda: model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0)
+
+        return make
+
+    cases = {KS: keras_fit(lambda: keras_seq_lm(args, args.length))}
+    try:
+        import keras_hub  # noqa: F401
+
+        cases[HUB] = keras_fit(lambda: keras_hub_lm(args))
+    except ImportError as error:
+        on_error(HUB, error)
+    if keras.backend.backend() == "torch":
+        def torch_loop():
+            step = _torch_training_step(args, x[: args.batch_size], y[: args.batch_size])
+            return lambda: [step() for _ in range(args.fit_batches)]
+
+        cases[TORCH] = torch_loop
+    return cases
+
+
 def keras_sparse_cross_entropy(y_true, y_pred):
     """Keras' own op, as a function: keras_seq's `compile` swaps only Keras' loss class."""
     import keras
@@ -328,6 +374,12 @@ def backend_run(args):
             median, low = _timing.summary(seconds)
             _timing.emit(record="train", implementation=name, median_ms=median * 1e3, min_ms=low * 1e3,
                          tokens_per_s=args.batch_size * args.length / median)
+    if "fit" in args.parts:
+        times = _timing.time_interleaved(_fit_cases(args, on_error), args.fit_rounds, warmup=0, on_error=on_error)
+        for name, seconds in times.items():
+            median, low = _timing.summary(seconds)
+            _timing.emit(record="fit", implementation=name, median_s=median, min_s=low,
+                         tokens_per_s=args.fit_batches * args.batch_size * args.length / median)
     if "generate" in args.parts:
         times = _timing.time_interleaved(
             _generation_cases(args, on_error), args.gen_rounds, warmup=1, on_error=on_error
@@ -394,6 +446,23 @@ def _tables(args, records):
               f"models compute as `ks.losses.SparseCategoricalCrossentropy`; `{KS_KERAS_OP}`: the same model trained "
               "with Keras' own op (a one-hot on JAX, a class-axis move on torch)."]
 
+    lines += ["", f"### One `fit` call over {args.fit_batches} batches (tokens/s, higher is better)", ""]
+    rows = []
+    for backend in backends:
+        ks = by.get(("fit", backend, KS))
+        for name in (KS, HUB, TORCH):
+            row = by.get(("fit", backend, name))
+            if row is not None:
+                rows.append([backend, name, f"{row['median_s']:.2f}", f"{row['min_s']:.2f}",
+                             f"{row['tokens_per_s']:,.0f}", _ratio(ks and ks["tokens_per_s"], row["tokens_per_s"])])
+    lines += _timing.markdown_table(
+        ["backend", "implementation", "median s/fit", "min s/fit", "tokens/s", "keras_seq speed-up"],
+        rows, right_aligned=(2, 3, 4, 5),
+    )
+    lines += ["", "The wall time of `model.fit(x, y, batch_size, epochs=1)` on NumPy arrays, as "
+              "`anchors/keras_hub_lm_train.py` times it (native PyTorch: the same steps in a loop): the training "
+              "steps plus Keras' input pipeline and `fit`'s set-up and teardown."]
+
     lines += ["", f"### Cached generation (batch {args.gen_batch}, prompt {args.prompt}, {args.new_tokens} new tokens)", ""]
     rows = []
     for backend in backends:
@@ -441,7 +510,7 @@ def drive(args):
     forwarded = [
         "--rounds", str(args.rounds), "--steps", str(args.steps), "--warmup", str(args.warmup),
         "--gen-rounds", str(args.gen_rounds), "--batch-size", str(args.batch_size), "--length", str(args.length),
-        "--parts", ",".join(args.parts), "--flash-attention", args.flash_attention,
+        "--parts", ",".join(args.parts), "--fit-rounds", str(args.fit_rounds), "--fit-batches", str(args.fit_batches), "--flash-attention", args.flash_attention,
         "--vocabulary", str(args.vocabulary), "--layers", str(args.layers), "--hidden", str(args.hidden),
         "--feed-forward", str(args.feed_forward), "--gen-batch", str(args.gen_batch), "--prompt", str(args.prompt),
         "--new-tokens", str(args.new_tokens), "--jit-compile", args.jit_compile,
@@ -465,6 +534,7 @@ def drive(args):
         f"{precision}; keras.config flash attention: {args.flash_attention}; Keras training jit_compile: "
         f"{'True' if args.jit_compile == 'on' else 'auto'}; "
         f"training: {args.warmup} warm-up steps, then {args.rounds} interleaved rounds of {args.steps} step(s); "
+        f"one fit: {args.fit_rounds} interleaved rounds of {args.fit_batches} batches; "
         f"generation: {args.gen_rounds} interleaved rounds"
         + (" (`--quick` smoke test, not a measurement)" if args.quick else ""),
         f"- Command: `python benchmarks/bench_transformer.py {' '.join(sys.argv[1:])}`",
@@ -483,10 +553,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend-run", action="store_true", help="measure the current KERAS_BACKEND only (JSON lines)")
     parser.add_argument("--backends", default=",".join(_timing.BACKENDS), help="comma-separated (driver mode)")
-    parser.add_argument("--parts", default="train,generate", help="comma-separated: train, generate")
+    parser.add_argument("--parts", default="train,fit,generate", help="comma-separated: train, fit, generate")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved training rounds (default 6)")
     parser.add_argument("--steps", type=int, default=2, help="training steps per case per round (default 2)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed training steps per case (default 3)")
+    parser.add_argument("--fit-rounds", type=int, default=3, help="interleaved one-fit rounds (default 3)")
+    parser.add_argument("--fit-batches", type=int, default=12, help="batches in each timed fit (default 12)")
     parser.add_argument("--gen-rounds", type=int, default=4, help="interleaved generate() rounds (default 4)")
     parser.add_argument("--batch-size", type=int, default=BATCH)
     parser.add_argument("--length", type=int, default=LENGTH)
@@ -513,10 +585,10 @@ def main():
     args.backends = [b for b in args.backends.split(",") if b]
     args.parts = [p for p in args.parts.split(",") if p]
     if args.quick:
-        args.rounds, args.steps, args.warmup, args.gen_rounds = 2, 1, 1, 1
+        args.rounds, args.steps, args.warmup, args.gen_rounds, args.fit_rounds, args.fit_batches = 2, 1, 1, 1, 1, 2
         args.batch_size, args.length, args.prompt, args.new_tokens = 4, 32, 8, 8
-    if set(args.backends) - set(_timing.BACKENDS) or set(args.parts) - {"train", "generate"}:
-        parser.error(f"--backends from {_timing.BACKENDS}, --parts from train, generate")
+    if set(args.backends) - set(_timing.BACKENDS) or set(args.parts) - {"train", "fit", "generate"}:
+        parser.error(f"--backends from {_timing.BACKENDS}, --parts from train, fit, generate")
     if args.backend_run:
         backend_run(args)
     else:

@@ -8,6 +8,8 @@ same order whether a run goes straight through or resumes at e after a stop.
 
 import tensorflow as tf
 
+from keras_seq import _backend
+
 
 def bucket_edges(max_length, smallest=8):
     """Padded lengths 8, 16, 32, ... up to the first that holds `max_length` ids."""
@@ -65,7 +67,8 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
     batches = one_epoch(first_epoch)
     for epoch in range(first_epoch + 1, epochs):
         batches = batches.concatenate(one_epoch(epoch))
-    return batches.map(lambda example: to_model_inputs(_padded_to_edge(example, edges)), num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+    batches = batches.map(lambda example: to_model_inputs(_padded_to_edge(example, edges)), num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.prefetch(2).with_options(_backend.tf_data_without_autotuning())  # see there: why
 
 
 def _padded_to_edge(batch, edges):

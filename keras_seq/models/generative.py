@@ -4,9 +4,10 @@ import keras
 from keras import ops
 
 from keras_seq import _backend, decoding, losses
+from keras_seq.models.array_feed import ArrayFeedModel
 
 
-class GenerativeModel(keras.Model):
+class GenerativeModel(ArrayFeedModel):
     """A functional `keras.Model` that can also decode autoregressively.
 
     Subclasses build their graph in `__init__`, pass it to `keras.Model`, keep their

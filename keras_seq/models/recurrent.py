@@ -14,6 +14,7 @@ from keras_seq import _validation as v
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.recurrent import CELLS, make_cell
+from keras_seq.models.array_feed import ArrayFeedModel
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.models.input_feeding import InputFeedingDecoder, make_attention
 from keras_seq.models.padding import PaddingMaskFromIds
@@ -95,7 +96,7 @@ def rnn_classifier(
     if pooling == "mean":
         h = SequencePooling("mean", name="mean_pooling")(h)
     logits = keras.layers.Dense(num_classes, name="logits")(h)
-    return keras.Model(token_ids, logits, name=builder)
+    return ArrayFeedModel(token_ids, logits, name=builder)
 
 
 def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="lstm", bidirectional=True, num_layers=1):
@@ -111,7 +112,7 @@ def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="ls
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
     h = _encode(token_ids, vocabulary_size, embedding_dim, units, cell, bidirectional, num_layers, True)
     logits = PositionwiseDense(num_tags, name="logits")(h)
-    return keras.Model(token_ids, logits, name=builder)
+    return ArrayFeedModel(token_ids, logits, name=builder)
 
 
 def state_count(cell):

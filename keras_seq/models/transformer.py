@@ -10,6 +10,7 @@ from keras_seq.layers.embedding import POSITIONAL_KINDS, TokenAndPositionEmbeddi
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense, over_positions
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
+from keras_seq.models.array_feed import ArrayFeedModel
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.models.padding import PaddingMaskFromIds
 
@@ -420,11 +421,11 @@ def transformer_classifier(
     h = SequencePooling(pooling, name=f"{pooling}_pooling")(h)
     h = keras.layers.Dropout(dropout, name="pooled_dropout")(h)
     logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(h)
-    return keras.Model(token_ids, logits, name=owner)
+    return ArrayFeedModel(token_ids, logits, name=owner)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class TransformerMLM(keras.Model):
+class TransformerMLM(ArrayFeedModel):
     """BERT-style encoder-only masked language model (seed 004): ids `(B, T)` -> logits `(B, T, V)`.
 
     Token + position embedding, `num_layers` bidirectional `TransformerEncoderBlock`s

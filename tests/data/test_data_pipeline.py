@@ -126,3 +126,10 @@ def test_data_is_reachable_from_the_package_import():
     assert ks.data.TokenMasker is keras_seq.data.mlm.TokenMasker
     with pytest.raises(AttributeError, match="no attribute 'datasets'"):
         ks.datasets
+
+
+def test_batches_have_tf_data_autotuning_off():
+    """Deleting an autotuned iterator waits for the tuning thread (`_backend.tf_data_without_autotuning`)."""
+    data = pipeline.padded_batches(examples(), 8, 40, lambda b: (b["source"], b["target"]))
+    assert data.options().autotune.enabled is False
+    assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # tf.data's default differs
