@@ -123,7 +123,7 @@ def test_tensorflow_array_inputs_go_through_tf_data_without_autotuning(data, mon
     assert keras_default.options().autotune.enabled is not False
 
 
-def test_every_keras_seq_model_feeds_arrays_this_way():
+def test_every_keras_seq_model_feeds_arrays_this_way(tmp_path):
     models = [
         ks.models.transformer_lm(20, 8, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8),
         ks.models.transformer_classifier(20, 2, 8, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8),
@@ -133,3 +133,5 @@ def test_every_keras_seq_model_feeds_arrays_this_way():
         ks.models.rnn_lm(20, embedding_dim=4, units=4),
     ]
     assert all(isinstance(model, ks.models.ArrayFeedModel) for model in models)
+    models[1].save(tmp_path / "classifier.keras")  # a plain functional graph: reloads as the same class
+    assert type(keras.saving.load_model(tmp_path / "classifier.keras")) is ks.models.ArrayFeedModel
