@@ -510,7 +510,8 @@ def drive(args):
     forwarded = [
         "--rounds", str(args.rounds), "--steps", str(args.steps), "--warmup", str(args.warmup),
         "--gen-rounds", str(args.gen_rounds), "--batch-size", str(args.batch_size), "--length", str(args.length),
-        "--parts", ",".join(args.parts), "--fit-rounds", str(args.fit_rounds), "--fit-batches", str(args.fit_batches), "--flash-attention", args.flash_attention,
+        "--parts", ",".join(args.parts), "--flash-attention", args.flash_attention,
+        "--fit-rounds", str(args.fit_rounds), "--fit-batches", str(args.fit_batches),
         "--vocabulary", str(args.vocabulary), "--layers", str(args.layers), "--hidden", str(args.hidden),
         "--feed-forward", str(args.feed_forward), "--gen-batch", str(args.gen_batch), "--prompt", str(args.prompt),
         "--new-tokens", str(args.new_tokens), "--jit-compile", args.jit_compile,

@@ -158,4 +158,3 @@ def tf_data_without_autotuning():
     options = tf.data.Options()
     options.autotune.enabled = False
     return options
-

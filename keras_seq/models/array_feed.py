@@ -61,11 +61,11 @@ def _feed_validation_arrays(arguments):
     if arguments["validation_data"] is None:
         return
     x, y, weights = keras.utils.unpack_x_y_sample_weight(arguments["validation_data"])
-    if _is_array_data(x, y, weights):
-        arguments["validation_data"] = _ArraysWithoutAutotune(
-            x, y, sample_weight=weights, batch_size=arguments["validation_batch_size"] or arguments["batch_size"],
-            steps=arguments["validation_steps"],
-        )
+    validation = {"x": x, "y": y, "sample_weight": weights, "steps": arguments["validation_steps"],
+                  "batch_size": arguments["validation_batch_size"] or arguments["batch_size"]}
+    _feed_arrays(validation, "steps")
+    if validation["x"] is not x:
+        arguments["validation_data"] = validation["x"]
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
