@@ -52,8 +52,15 @@ def masked_softmax(scores, mask=None, rows_may_be_empty=True, axis=-1):
     to skip zeroing them.
     """
     scores = ops.cast(scores, "float32")
-    if mask is None:
-        return ops.softmax(scores, axis=axis)
-    mask = ops.cast(mask, "bool")
-    weights = ops.softmax(ops.where(mask, scores, _MASKED_SCORE), axis=axis)
-    return ops.where(mask, weights, 0.0) if rows_may_be_empty else weights
+    if mask is not None:
+        mask = ops.cast(mask, "bool")
+        scores = ops.where(mask, scores, _MASKED_SCORE)
+    weights = _softmax(scores, axis)
+    return ops.where(mask, weights, 0.0) if mask is not None and rows_may_be_empty else weights
+
+
+def _softmax(scores, axis):
+    """`ops.softmax`, without Keras' warning when the axis holds a single key (one token, one source id)."""
+    if scores.shape[axis] == 1:
+        return ops.exp(scores - scores)  # softmax of one score: 1, NaN for a NaN or infinite score
+    return ops.softmax(scores, axis=axis)
