@@ -67,7 +67,7 @@ def test_fit_on_arrays_equals_keras_model(data, case):
         kwargs.update(validation_data=held_out, validation_batch_size=2)
     elif case == "steps_per_epoch":
         kwargs.update(steps_per_epoch=2, batch_size=None)
-    else:  # x, y, batch_size, epochs, verbose=0 given by position
+    else:  # x, y, batch_size and epochs given by position
         args, kwargs = (x, y, 4, 2), {"shuffle": False}
     assert_same_training(*twin_models(), args, kwargs)
 
