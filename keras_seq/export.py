@@ -1,10 +1,14 @@
 """String-in, string-out TensorFlow SavedModels of trained keras_seq models.
 
 A SavedModel written here holds the model's weights, the vocabularies as lookup
-tables, the tokenization (`keras_seq.data.text`, TensorFlow string ops) and, for a
-translator, beam search (`keras_seq.decoding.decode`) inside the graph, so it
-serves raw strings with TensorFlow alone, without keras_seq or Keras installed:
+tables or SentencePiece models, the tokenization (`keras_seq.data.text`, TensorFlow
+string ops, or `keras_seq.data.subword`, tensorflow-text's SentencePiece op) and, for
+a translator, beam search (`keras_seq.decoding.decode`) inside the graph, so it
+serves raw strings with TensorFlow alone (and tensorflow-text for a subword
+vocabulary: `import tensorflow_text` registers its ops before loading), without
+keras_seq or Keras installed:
 
+    import tensorflow_text  # only for subword vocabularies
     translator = tf.saved_model.load("run/export")
     translator.translate(tf.constant(["I see the cat."]))  # -> [b"Je vois le chat."]
 
@@ -47,6 +51,7 @@ def export_translator(model, source_vocabulary, target_vocabulary, path, source_
     module = tf.Module()
     module.model = model
     module.source_table = source_vocabulary.lookup_table()
+    module.target_table = target_vocabulary.lookup_table()
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def translate(sentences):
@@ -56,7 +61,7 @@ def export_translator(model, source_vocabulary, target_vocabulary, path, source_
             module.model, ids, tf.constant(0), max_length, strategy="beam", num_beams=num_beams,
             length_penalty=length_penalty, end_id=text.END, start_id=text.START,
         )
-        return target_vocabulary.decode(best[:, 0])
+        return target_vocabulary.decode(best[:, 0], table=module.target_table)
 
     module.translate = translate
     tf.saved_model.save(module, path, signatures={"translate": translate, "serving_default": translate})
@@ -156,11 +161,11 @@ def export_run(directory):
         if result.returncode != 0:
             raise RuntimeError(f"export_run: the TensorFlow-backend export of {directory} failed:\n{result.stderr[-3000:]}")
         return
-    from keras_seq.data.text import Vocabulary
+    from keras_seq.data.subword import vocabulary_from_config
 
     with open(os.path.join(directory, RUN_CONFIG), encoding="utf-8") as f:
         config = json.load(f)
-    vocabularies = {name: Vocabulary(**vocab) for name, vocab in config.pop("vocabularies").items()}
+    vocabularies = {name: vocabulary_from_config(vocab) for name, vocab in config.pop("vocabularies").items()}
     model = keras.saving.load_model(os.path.join(directory, "model.keras"), compile=False)
     path = os.path.join(directory, "export")
     kind = config.pop("kind")

@@ -52,7 +52,7 @@ def run(args):
     if len(labels) < 2:
         raise common.UsageError(f"--train: expected at least two labels, got {labels}")
     vocab = common.vocabularies(
-        args, {"text": lambda: text.Vocabulary.build([t for _, t in train_examples], lowercase=True, max_size=args.vocabulary_size)}
+        args, lambda: {"text": text.Vocabulary.build([t for _, t in train_examples], lowercase=True, max_size=args.vocabulary_size)}
     )
     label_ids = {label: i for i, label in enumerate(labels)}
 
@@ -90,7 +90,7 @@ def run(args):
         )
         return model
 
-    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    model, history, train_seconds, _ = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
     classifier = common.export_and_load(args, "classify", vocab, labels=labels, sequence_length=length)
     texts = [t for _, t in valid_examples]
     predictions = []

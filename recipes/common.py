@@ -5,13 +5,13 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import keras
 import numpy as np
 
 CHECKPOINT = "checkpoint.keras"
 CHECKPOINT_STATE = "checkpoint.json"
+BEST_WEIGHTS = "best.weights.h5"
 
 
 class UsageError(ValueError):
@@ -25,8 +25,17 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
-def parser(name, description, data_help, models, default_model, epochs, batch_size):
-    """An `ArgumentParser` with the flags every recipe has (API.md, section recipes)."""
+# The epoch limit of a run that trains to a time budget alone.
+MAX_EPOCHS = 1000
+
+
+def parser(name, description, data_help, models, default_model, epochs, batch_size, max_seconds=None):
+    """An `ArgumentParser` with the flags every recipe has (API.md, section recipes).
+
+    `epochs` and `max_seconds` are the recipe's budget when neither flag is given;
+    one flag alone is the whole budget (`--max-seconds S` alone trains for S seconds
+    whatever the number of epochs, `--epochs N` alone for N epochs however long).
+    """
     p = argparse.ArgumentParser(prog=f"python -m recipes.{name}", description=description, formatter_class=_HelpFormatter)
     data = p.add_argument_group("data (no flag: the embedded default data)")
     data.add_argument("--train", metavar="FILE", help=f"training file: {data_help}")
@@ -36,8 +45,16 @@ def parser(name, description, data_help, models, default_model, epochs, batch_si
     data.add_argument("--max-examples", type=int, metavar="N", help="use at most N training examples")
     training = p.add_argument_group("training")
     training.add_argument("--model", choices=models, default=default_model, help="model family")
-    training.add_argument("--epochs", type=int, default=epochs, help="passes over the training data")
-    training.add_argument("--max-seconds", type=float, metavar="S", help="stop training after S seconds of wall time")
+    default_budget = " and ".join(f for f in (epochs and f"{epochs} epochs", max_seconds and f"{max_seconds:g} seconds") if f)
+    training.add_argument(
+        "--epochs", type=int,
+        help=f"passes over the training data (alone: no time limit; with neither flag: {default_budget})",
+    )
+    training.add_argument(
+        "--max-seconds", type=float, metavar="S",
+        help=f"train for S seconds of wall time (alone: no epoch limit, up to {MAX_EPOCHS}; with neither flag: {default_budget})",
+    )
+    p.set_defaults(default_epochs=epochs, default_seconds=max_seconds)
     training.add_argument("--batch-size", type=int, default=batch_size, help="examples per training batch")
     training.add_argument("--learning-rate", type=float, help="peak learning rate (default: the model family's)")
     training.add_argument("--seed", type=int, default=0, help="seeds weights, dropout and shuffling: a run repeats on a backend")
@@ -61,6 +78,8 @@ def check_arguments(args):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a number > 0, got {value}")
+    if args.epochs is None and args.max_seconds is None:
+        args.epochs, args.max_seconds = args.default_epochs, args.default_seconds
     if (args.train is None) != (args.valid is None):
         raise UsageError("--train and --valid: expected both files or neither")
     if args.tfds and args.train:
@@ -88,46 +107,32 @@ def main(name, run, parse, argv=None):
         sys.exit(2)
 
 
-class WallClockBudget(keras.callbacks.Callback):
-    """Stops training once `seconds` of wall time have passed (checked after each batch)."""
-
-    def __init__(self, seconds, spent=0.0):
-        super().__init__()
-        self.seconds, self.spent = seconds, spent
-
-    def on_train_begin(self, logs=None):
-        self.start = time.monotonic() - self.spent
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.seconds is not None and time.monotonic() - self.start > self.seconds:
-            self.model.stop_training = True
-
-
 class EpochCheckpoint(keras.callbacks.Callback):
     """Saves the model with its optimizer state, the epoch and the history after each epoch,
     so `--resume` continues from the next epoch with nothing lost."""
 
-    def __init__(self, directory, history, budget):
+    def __init__(self, directory, history, budget, validation=None):
         super().__init__()
-        self.directory, self.history, self.budget = directory, history, budget
+        self.directory, self.history, self.budget, self.validation = directory, history, budget, validation
 
     def on_epoch_end(self, epoch, logs=None):
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(float(value))
         self.model.save(os.path.join(self.directory, CHECKPOINT))
-        state = {"epoch": epoch + 1, "history": self.history, "seconds": time.monotonic() - self.budget.start}
+        state = {"epoch": epoch + 1, "history": self.history, "seconds": self.budget.elapsed(), "steps": self.budget.spent_steps}
+        if self.validation is not None and self.validation.best is not None:
+            state["validation"] = {"best": self.validation.best, "without_gain": self.validation.evaluations_without_gain}
         with open(os.path.join(self.directory, CHECKPOINT_STATE), "w") as f:
             json.dump(state, f)
 
 
 def resume_state(args):
-    """`(model or None, first epoch, history, seconds spent)` from --output-dir's checkpoint when --resume."""
+    """`(model or None, checkpoint state)` from --output-dir's checkpoint when --resume."""
     if not args.resume:
-        return None, 0, {}, 0.0
+        return None, {"epoch": 0, "history": {}, "seconds": 0.0, "steps": 0}
     with open(os.path.join(args.output_dir, CHECKPOINT_STATE)) as f:
         state = json.load(f)
-    model = keras.saving.load_model(os.path.join(args.output_dir, CHECKPOINT))
-    return model, state["epoch"], state["history"], state["seconds"]
+    return keras.saving.load_model(os.path.join(args.output_dir, CHECKPOINT)), state
 
 
 def distribution_scope(args):
@@ -149,44 +154,100 @@ def distribution_scope(args):
     raise UsageError("--distribute: expected the tensorflow or jax backend (Keras has no data-parallel fit on torch), got torch")
 
 
-def vocabularies(args, builders):
-    """`{name: Vocabulary}` built by `builders[name]()` and saved, or read back on --resume."""
-    from keras_seq.data.text import Vocabulary
+def vocabularies(args, build):
+    """`{name: vocabulary}` made by `build()` and saved in --output-dir, or read back on --resume.
+
+    All go into `vocabularies.json`; a SentencePiece model is also written as
+    `NAME.model` (one `sentencepiece.model` when every name shares it), which the
+    `sentencepiece` package reads as it is.
+    """
+    from keras_seq.data.subword import SubwordVocabulary, vocabulary_from_config
 
     path = os.path.join(args.output_dir, "vocabularies.json")
     if args.resume and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
-            return {name: Vocabulary(**config) for name, config in json.load(f).items()}
-    result = {name: build() for name, build in builders.items()}
+            configs = json.load(f)
+        made = {}  # equal configs (a joint vocabulary) give one object
+        return {name: made.setdefault(json.dumps(config, sort_keys=True), vocabulary_from_config(config)) for name, config in configs.items()}
+    result = build()
     with open(path, "w", encoding="utf-8") as f:
         json.dump({name: vocabulary.get_config() for name, vocabulary in result.items()}, f, ensure_ascii=False)
+    subword = {name: vocabulary for name, vocabulary in result.items() if isinstance(vocabulary, SubwordVocabulary)}
+    if len({id(vocabulary) for vocabulary in subword.values()}) == 1 and len(subword) > 1:
+        next(iter(subword.values())).save(os.path.join(args.output_dir, "sentencepiece.model"))
+    else:
+        for name, vocabulary in subword.items():
+            vocabulary.save(os.path.join(args.output_dir, f"{name}.model"))
     return result
 
 
-def train(args, build_and_compile, batches, valid):
-    """Build (or resume) and fit a model; returns `(model, history, training seconds)`.
+def train(args, build_and_compile, batches, valid, learning_rate=None, score=None, monitor=None):
+    """Build (or resume) and fit a model; returns `(model, history, training seconds, validation)`.
 
     `build_and_compile(steps_per_epoch)` returns a compiled model; `batches(seed,
     first_epoch, epochs)` the training batches (one epoch when `seed` is None);
-    `valid` the validation batches.
+    `valid` the validation batches. `learning_rate=(peak, warmup share)` sets the
+    optimizer's rate from the budget spent (`WarmupLinearDecay`); `score(model) ->
+    {name: value}` validates after each epoch, keeping the best weights by `monitor`
+    (`BestByValidation`, returned as `validation`; None without `score`).
     """
     import tensorflow as tf
 
+    from keras_seq import training
     from keras_seq.data import pipeline
 
     steps_per_epoch = pipeline.count_batches(batches(None, 0, 1))
     # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
     valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
-    model, first_epoch, history, spent = resume_state(args)
+    model, state = resume_state(args)
     with distribution_scope(args):
         if model is None:
             model = build_and_compile(steps_per_epoch)
-    # repeat(): Keras may look one batch past the last epoch; it is never trained on.
-    history, seconds = fit(model, batches(args.seed, first_epoch, args.epochs).repeat(), valid, args, steps_per_epoch, first_epoch, history, spent)
+    epochs = args.epochs or MAX_EPOCHS
+    budget = training.TrainingBudget(
+        args.max_seconds, args.epochs and args.epochs * steps_per_epoch, state["seconds"], state.get("steps", 0)
+    )
+    callbacks = [budget]
+    if learning_rate is not None:
+        callbacks.append(training.WarmupLinearDecay(budget, *learning_rate))
+    validation = None
+    if score is not None:
+        validation = training.BestByValidation(
+            score, monitor, patience=args.patience, average_last=args.average_last,
+            every_seconds=args.validate_every, path=os.path.join(args.output_dir, BEST_WEIGHTS),
+        )
+        if "validation" in state:
+            validation.best = state["validation"]["best"]
+            validation.evaluations_without_gain = state["validation"]["without_gain"]
+            validation.best_weights = _weights_in(model, os.path.join(args.output_dir, BEST_WEIGHTS))
+        callbacks.append(validation)
+    callbacks += [
+        EpochCheckpoint(args.output_dir, state["history"], budget, validation),
+        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False),
+    ]
+    if state["epoch"] < epochs and budget.fraction() < 1.0:
+        model.fit(
+            # repeat(): Keras may look one batch past the last epoch; it is never trained on.
+            batches(args.seed, state["epoch"], epochs).repeat(), validation_data=valid, epochs=epochs,
+            initial_epoch=state["epoch"], steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
+            verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
+        )
+    history = state["history"]
+    if validation is not None and validation.chosen != "last":
+        print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.2f})")
     model.save(os.path.join(args.output_dir, "model.keras"))
     if history:
         plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
-    return model, history, seconds
+    return model, history, budget.elapsed(), validation
+
+
+def _weights_in(model, path):
+    """The weights saved at `path` as `get_weights()` arrays, leaving `model`'s own unchanged."""
+    current = model.get_weights()
+    model.load_weights(path)
+    weights = model.get_weights()
+    model.set_weights(current)
+    return weights
 
 
 def export_and_load(args, kind, vocabularies, **settings):
@@ -198,23 +259,6 @@ def export_and_load(args, kind, vocabularies, **settings):
     export.write_run_config(args.output_dir, kind, vocabularies, **settings)
     export.export_run(args.output_dir)
     return tf.saved_model.load(os.path.join(args.output_dir, "export"))
-
-
-def fit(model, train, valid, args, steps_per_epoch, first_epoch, history, spent):
-    """`model.fit` with progress bars, the time budget, epoch checkpoints and TensorBoard logs."""
-    budget = WallClockBudget(args.max_seconds, spent)
-    callbacks = [
-        budget,
-        EpochCheckpoint(args.output_dir, history, budget),
-        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False),
-    ]
-    if first_epoch < args.epochs:
-        model.fit(
-            train, validation_data=valid, epochs=args.epochs, initial_epoch=first_epoch,
-            steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
-            verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
-        )
-    return history, time.monotonic() - budget.start if first_epoch < args.epochs else spent
 
 
 def write_metrics(directory, metrics):

@@ -78,7 +78,7 @@ def run(args):
     if args.window < 2:
         raise common.UsageError(f"--window: expected at least 2 tokens, got {args.window}")
     train_text, valid_text = load_text(args)
-    vocab = common.vocabularies(args, {"text": lambda: text.Vocabulary.build([train_text], level=args.level)})
+    vocab = common.vocabularies(args, lambda: {"text": text.Vocabulary.build([train_text], level=args.level)})
 
     def stream(document):
         return vocab["text"].encode([document]).flat_values.numpy().tolist()
@@ -112,7 +112,7 @@ def run(args):
         )
         return model
 
-    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid_rows))
+    model, history, train_seconds, _ = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid_rows))
     # Valid windows split in half: the first half is the prompt, the exported model continues it.
     half = args.window // 2
     rows = np.asarray(valid_rows, "int32")

@@ -55,7 +55,7 @@ def run(args):
         raise common.UsageError(f"--valid: expected tags seen in training, got unseen {unseen[:10]}")
     joined = lambda sentences: [" ".join(token for token, _ in s) for s in sentences]
     vocab = common.vocabularies(
-        args, {"text": lambda: text.Vocabulary.build(joined(train_sentences), level="whitespace", max_size=args.vocabulary_size)}
+        args, lambda: {"text": text.Vocabulary.build(joined(train_sentences), level="whitespace", max_size=args.vocabulary_size)}
     )
     tag_ids = {tag: i for i, tag in enumerate(tags)}
 
@@ -85,7 +85,7 @@ def run(args):
         )
         return model
 
-    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    model, history, train_seconds, _ = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
     tagger = common.export_and_load(args, "tag", vocab, tags=tags, sequence_length=length)
     sentences = joined(valid_sentences)
     predictions = []

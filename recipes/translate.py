@@ -1,12 +1,16 @@
 """Translate: the unaligned seq2seq recipe (the main job).
 
 Trains a Transformer (default), an attentional RNN (`rnn-attention`, Bahdanau) or a
-plain RNN encoder-decoder with `model.fit`: label-smoothed cross-entropy, the warm-up
-schedule, bucketed batches; then translates the valid set with beam search through
-the exported SavedModel and reports BLEU and chrF.
+plain RNN encoder-decoder with `model.fit` to a time budget: a joint SentencePiece
+vocabulary with three-way tied embeddings, label-smoothed cross-entropy, a learning
+rate that warms up and decays to the end of the budget, bucketed batches, greedy
+BLEU on the valid set after every epoch (the best weights are kept); then translates
+the valid set with beam search through the exported SavedModel and reports BLEU,
+chrF and the share of placeholders, options, paths and numbers copied unchanged.
 
-    python -m recipes.translate                       # embedded English->French phrasebook
-    python -m recipes.translate --train train.tsv --valid valid.tsv --model rnn-attention
+    python -m recipes.translate                       # embedded English->French software messages, 600 s
+    python -m recipes.translate --train train.tsv --valid valid.tsv --max-seconds 1800
+    python -m recipes.translate --data phrasebook --epochs 3   # the built English-French phrasebook
     python -m recipes.translate --tfds ted_hrlr_translate/pt_to_en --max-seconds 3600
 """
 
@@ -18,39 +22,89 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import loaders, phrasebook, pipeline, text
+from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
+from keras_seq.data.subword import MODEL_TYPES, SubwordVocabulary
+from keras_seq.metrics.copy_rate import copy_rate
 from recipes import common
 
 MODELS = ("transformer", "rnn-attention", "rnn")
+VOCABULARIES = ("subword", "word", "char")
+DATA = ("software", "phrasebook")
+# Sources and predictions are decoded in chunks of this many sentences (one compiled shape).
+DECODE_BATCH = 100
 
 
 def parse(argv=None):
     p = common.parser(
-        "translate", __doc__.split("\n\n")[0], "UTF-8 TSV `source<TAB>target`", MODELS, "transformer", epochs=3, batch_size=64
+        "translate", __doc__.split("\n\n")[0], "UTF-8 TSV `source<TAB>target`", MODELS, "transformer",
+        epochs=None, batch_size=64, max_seconds=600,
     )
+    p.add_argument("--data", choices=DATA, default="software",
+                   help="embedded data when no --train/--tfds: English-French software messages (real, "
+                        "keras_seq/data/corpora/software_en_fr) or the built phrasebook")
+    p.add_argument("--vocabulary", choices=VOCABULARIES, default="subword",
+                   help="subword: SentencePiece with byte fallback (no unknown characters); word or char: the tokens as split")
+    p.add_argument("--subword-model", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type")
+    p.add_argument("--vocab-size", "--vocabulary-size", dest="vocab_size", type=int, default=8000,
+                   help="ids per vocabulary (subword: an upper bound; word/char: the most frequent tokens kept)")
+    p.add_argument("--separate-vocabularies", action="store_true",
+                   help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)")
     p.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out")
-    p.add_argument("--vocabulary-size", type=int, default=16000, help="most frequent tokens kept per language")
     p.add_argument("--hidden-dim", type=int, default=128, help="model width (Transformer d_model, RNN units)")
     p.add_argument("--layers", type=int, default=2, help="Transformer blocks in the encoder and in the decoder")
     p.add_argument("--dropout", type=float, default=0.1, help="Transformer dropout rate")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of the label-smoothed cross-entropy")
+    p.add_argument("--warmup", type=float, default=0.05, help="share of the budget over which the learning rate warms up")
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
+    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha of the beam search")
+    p.add_argument("--patience", type=int, help="stop after this many validations without a BLEU gain (default: never)")
+    p.add_argument("--average-last", type=int, default=1, metavar="K",
+                   help="at the end, average the weights of the last K validations and keep them if their BLEU is as good")
+    p.add_argument("--validate-sentences", type=int, default=300, metavar="N",
+                   help="valid sentences translated greedily after each epoch for the validation BLEU")
+    p.add_argument("--validate-every", type=float, metavar="S",
+                   help="also validate within an epoch once S seconds have passed since the last validation (long epochs)")
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
     p.add_argument("--input-feeding", action="store_true",
                    help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
-                        "into the GRU; seed 000 eq. 4.2-4.5), run step by step")
+                        "into the GRU; Bahdanau et al., 2015, appendix A), run step by step")
     return p.parse_args(argv)
 
 
 def load_pairs(args):
-    """`(train, valid)` lists of (source, target) strings from the chosen data path."""
+    """`(train, valid)` lists of (source, target) strings from the chosen data path; training pairs cleaned."""
     if args.train:
         train, valid = loaders.read_parallel_tsv(args.train), loaders.read_parallel_tsv(args.valid)
     elif args.tfds:
         train, valid, _ = loaders.tfds_splits(args.tfds, "translate", data_dir=args.tfds_data_dir)
-    else:
+    elif args.data == "phrasebook":
         train, valid = phrasebook.english_french_pairs()
-    return train[: args.max_examples], valid
+    else:
+        train, valid = corpora.software_en_fr("train"), corpora.software_en_fr("valid")
+    train, dropped = loaders.clean_parallel(train[: args.max_examples])
+    if not train:
+        raise common.UsageError("training data: expected some usable pairs, got none after cleaning")
+    dropped = ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in dropped.items() if count)
+    if dropped:
+        print(f"translate: training pairs left out: {dropped}")
+    return train, valid
+
+
+def build_vocabularies(args, train_pairs):
+    """`{"source": ..., "target": ...}` vocabularies built from the training pairs (one object twice when joint)."""
+    sources, targets = [s for s, _ in train_pairs], [t for _, t in train_pairs]
+    if args.vocabulary != "subword":
+        build = dict(level=args.vocabulary, lowercase=args.lowercase, max_size=args.vocab_size)
+        return {"source": text.Vocabulary.build(sources, **build), "target": text.Vocabulary.build(targets, **build)}
+    train = lambda texts: SubwordVocabulary.train(texts, args.vocab_size, args.subword_model, lowercase=args.lowercase)
+    if args.separate_vocabularies:
+        return {"source": train(sources), "target": train(targets)}
+    joint = train(sources + targets)
+    return {"source": joint, "target": joint}
+
+
+def joint_vocabulary(args):
+    return args.vocabulary == "subword" and not args.separate_vocabularies
 
 
 def encoded(pairs, vocab):
@@ -63,9 +117,11 @@ def encoded(pairs, vocab):
 def build_model(args, vocab, source_length, target_length):
     sizes = dict(source_vocabulary_size=len(vocab["source"]), target_vocabulary_size=len(vocab["target"]))
     if args.model == "transformer":
+        tied = joint_vocabulary(args)
         return ks.models.transformer_seq2seq(
             source_length=source_length, target_length=target_length, num_layers=args.layers,
-            hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=args.dropout, **sizes,
+            hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=args.dropout,
+            tie_embeddings=tied, share_embeddings=tied, **sizes,
         )
     attention = "bahdanau" if args.model == "rnn-attention" else None
     return ks.models.rnn_seq2seq(
@@ -74,15 +130,16 @@ def build_model(args, vocab, source_length, target_length):
     )
 
 
-def compile_model(model, args, steps_per_epoch):
+def peak_learning_rate(args):
+    """The learning rate at the end of warm-up: the flag's, else the model family's."""
+    return args.learning_rate or (2e-3 if args.model == "transformer" else 3e-3)
+
+
+def compile_model(model, args):
     if args.model == "transformer":
-        warmup = max(1, min(4000, steps_per_epoch * 2))
-        # Scale the schedule so that its peak (at the end of warm-up) is the learning rate asked for.
-        peak = args.learning_rate or 2e-3
-        rate = ks.schedules.InverseSquareRootWarmup(args.hidden_dim, warmup, scale=peak * (args.hidden_dim * warmup) ** 0.5)
-        optimizer = keras.optimizers.Adam(rate, beta_2=0.98, epsilon=1e-9)
+        optimizer = keras.optimizers.Adam(peak_learning_rate(args), beta_2=0.98, epsilon=1e-9)
     else:
-        optimizer = keras.optimizers.Adam(args.learning_rate or 3e-3, clipnorm=1.0)
+        optimizer = keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0)
     model.compile(
         optimizer=optimizer,
         loss=ks.losses.LabelSmoothingCrossEntropy(args.label_smoothing, ignore_index=0),
@@ -95,6 +152,40 @@ def teacher_forcing(batch):
     return {"encoder_inputs": batch["source"], "decoder_inputs": target[:, :-1]}, target[:, 1:]
 
 
+def greedy_translations(model, vocab, sources, length):
+    """Greedy translations of `sources` by the Keras model (the validation during training)."""
+    ids = vocab["source"].encode(sources)[:, :length].to_tensor(shape=[None, length]).numpy()
+    translations = []
+    for start in range(0, len(ids), DECODE_BATCH):
+        chunk = ids[start : start + DECODE_BATCH]
+        padded = np.pad(chunk, [(0, DECODE_BATCH - len(chunk)), (0, 0)])  # one shape: one compiled decoder
+        best = model.generate(padded, max_length=length, strategy="greedy", end_id=text.END, start_id=text.START)
+        decoded = vocab["target"].decode(keras.ops.convert_to_numpy(best)[: len(chunk)])
+        translations += [t.decode("utf-8") for t in decoded.numpy()]
+    return translations
+
+
+def scores(predictions, references):
+    """BLEU (cased and lowercased) and chrF of `predictions` against `references`."""
+    return {
+        "bleu": ks.metrics.corpus_bleu(predictions, references),
+        "bleu_lowercase": ks.metrics.corpus_bleu(predictions, references, lowercase=True),
+        "chrf": ks.metrics.corpus_chrf(predictions, references),
+    }
+
+
+def validation_score(vocab, valid_pairs, count, length):
+    """`score(model)` for `BestByValidation`: greedy BLEU and chrF on `count` valid pairs spread over the set."""
+    chosen = valid_pairs[:: max(1, len(valid_pairs) // count)][:count]
+    sources, references = [s for s, _ in chosen], [t for _, t in chosen]
+
+    def score(model):
+        result = scores(greedy_translations(model, vocab, sources, length), references)
+        return {"bleu": result["bleu"], "chrf": result["chrf"]}
+
+    return score
+
+
 def attention_examples(model, vocab, sources, translations, count=3):
     """(weights (T, S), source tokens, target tokens) for a few translations: Bahdanau weights, or the
     Transformer's last cross-attention averaged over heads."""
@@ -103,8 +194,9 @@ def attention_examples(model, vocab, sources, translations, count=3):
         source_ids = vocab["source"].encode([source]).to_tensor()
         target_ids = vocab["target"].encode([translation], add_start=True).to_tensor()
         weights = model.attention_weights({"encoder_inputs": source_ids, "decoder_inputs": target_ids})
-        tokens = lambda v, s: [t.decode() for t in text.tokenize([s], v.level, v.lowercase).to_list()[0]]
-        examples.append((keras.ops.convert_to_numpy(weights)[0], tokens(vocab["source"], source), ["<s>"] + tokens(vocab["target"], translation)))
+        examples.append(
+            (keras.ops.convert_to_numpy(weights)[0], vocab["source"].split(source), ["<s>"] + vocab["target"].split(translation))
+        )
     return examples
 
 
@@ -112,12 +204,13 @@ def run(args):
     started = time.monotonic()
     if args.input_feeding and args.model != "rnn-attention":
         raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
+    for flag in ("validate_sentences", "average_last", "vocab_size", "patience"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise common.UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {getattr(args, flag)}")
+    if args.validate_every is not None and not args.validate_every > 0:
+        raise common.UsageError(f"--validate-every: expected a number of seconds > 0, got {args.validate_every}")
     train_pairs, valid_pairs = load_pairs(args)
-    build = dict(lowercase=args.lowercase, max_size=args.vocabulary_size)
-    vocab = common.vocabularies(args, {
-        "source": lambda: text.Vocabulary.build([s for s, _ in train_pairs], **build),
-        "target": lambda: text.Vocabulary.build([t for _, t in train_pairs], **build),
-    })
+    vocab = common.vocabularies(args, lambda: build_vocabularies(args, train_pairs))
     source, target = encoded(train_pairs, vocab)
     keep = tf.logical_and(source.row_lengths() <= args.max_length, target.row_lengths() <= args.max_length + 2)
     dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
@@ -127,9 +220,12 @@ def run(args):
     longest = int(tf.maximum(tf.reduce_max(source.row_lengths()), tf.reduce_max(target.row_lengths())))
     # Batches are padded up to a bucket edge, so the model's lengths are the largest edge.
     length = pipeline.bucket_edges(longest)[-1]
+    sizes = f"one joint {args.vocabulary} vocabulary of {len(vocab['source'])}" if vocab["source"] is vocab["target"] else (
+        f"{args.vocabulary} vocabularies {len(vocab['source'])} / {len(vocab['target'])}")
+    budget = " and ".join(f for f in (args.epochs and f"{args.epochs} epochs", args.max_seconds and f"{args.max_seconds:g} s") if f)
     print(
         f"translate: {len(train_pairs) - dropped} training pairs ({dropped} longer than {args.max_length} tokens left out), "
-        f"{len(valid_pairs)} valid; vocabularies {len(vocab['source'])} / {len(vocab['target'])}; backend {keras.backend.backend()}"
+        f"{len(valid_pairs)} valid; {sizes}; training for {budget}; backend {keras.backend.backend()}"
     )
     valid_source, valid_target = encoded(valid_pairs, vocab)
     valid = {"source": valid_source[:, :length], "target": valid_target[:, :length]}
@@ -139,30 +235,48 @@ def run(args):
 
     def build_and_compile(steps_per_epoch):
         model = build_model(args, vocab, length, length)
-        compile_model(model, args, steps_per_epoch)
+        compile_model(model, args)
         return model
 
-    model, history, train_seconds = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
-    translator = common.export_and_load(
-        args, "translate", vocab, source_length=length, max_length=length, num_beams=args.num_beams, length_penalty=0.6
+    model, history, train_seconds, validation = common.train(
+        args, build_and_compile, batches, batches(None, 0, 1, valid),
+        learning_rate=(peak_learning_rate(args), args.warmup),
+        score=validation_score(vocab, valid_pairs, args.validate_sentences, length), monitor="bleu",
     )
+    exported = time.monotonic()
+    translator = common.export_and_load(
+        args, "translate", vocab, source_length=length, max_length=length, num_beams=args.num_beams,
+        length_penalty=args.length_penalty,
+    )
+    export_seconds = time.monotonic() - exported
     sources = [s for s, _ in valid_pairs]
     references = [t for _, t in valid_pairs]
+    translated = time.monotonic()
     predictions = []
     for start in range(0, len(sources), 256):
         predictions += [p.decode("utf-8") for p in translator.translate(tf.constant(sources[start : start + 256])).numpy()]
+    translate_seconds = time.monotonic() - translated
     common.write_predictions(args.output_dir, zip(sources, references, predictions), ("source", "reference", "prediction"))
 
+    rate, with_tokens = copy_rate(sources, predictions)
     metrics = {
-        "bleu": ks.metrics.corpus_bleu(predictions, references),
-        "chrf": ks.metrics.corpus_chrf(predictions, references),
+        **scores(predictions, references),
         "exact_match": float(np.mean([p == r for p, r in zip(predictions, references)])),
+        "copy_rate": rate,
+        "copy_rate_sentences": with_tokens,
         "valid_loss": history["val_loss"][-1] if history.get("val_loss") else None,
         "valid_token_accuracy": history["val_masked_accuracy"][-1] if history.get("val_masked_accuracy") else None,
+        "best_validation_bleu": validation.best,
+        "weights": validation.chosen,
         "epochs": len(history.get("loss", [])),
         "train_seconds": round(train_seconds, 1),
+        "export_seconds": round(export_seconds, 1),
+        "translate_seconds": round(translate_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),
         "model": args.model,
+        "vocabulary": args.vocabulary if args.vocabulary != "subword" else f"subword ({args.subword_model}, "
+                      f"{'separate' if args.separate_vocabularies else 'joint'})",
+        "vocabulary_size": len(vocab["target"]),
         "input_feeding": bool(model.get_config().get("input_feeding", False)),  # the checkpoint's, on --resume
         "backend": keras.backend.backend(),
         "valid_examples": len(valid_pairs),
@@ -175,7 +289,12 @@ def run(args):
     common.write_metrics(args.output_dir, metrics)
     for source, reference, prediction in list(zip(sources, references, predictions))[:3]:
         print(f"  {source}\n    reference:  {reference}\n    prediction: {prediction}")
-    print(f"translate: valid BLEU {metrics['bleu']:.1f}, chrF {metrics['chrf']:.1f}, exact match {metrics['exact_match']:.3f}; outputs in {args.output_dir}")
+    copied = "no placeholders to copy" if rate is None else f"copy rate {rate:.2f} of {with_tokens}"
+    print(
+        f"translate: valid BLEU {metrics['bleu']:.1f} (lowercased {metrics['bleu_lowercase']:.1f}), chrF {metrics['chrf']:.1f}, "
+        f"exact match {metrics['exact_match']:.3f}, {copied}; trained {metrics['train_seconds']:.0f} s, "
+        f"exported {metrics['export_seconds']:.0f} s, translated {metrics['translate_seconds']:.0f} s; outputs in {args.output_dir}"
+    )
     return metrics
 
 

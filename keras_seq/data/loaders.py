@@ -19,16 +19,16 @@ def _lines(path):
         raise ValueError(f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start}.") from None
 
 
-def _two_columns(path, names):
+def _two_columns(path, names, allow_empty=False):
     rows = []
     for number, line in enumerate(_lines(path), 1):
         if not line.strip():
             continue
         fields = line.split("\t")
-        if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+        if len(fields) != 2 or not (allow_empty or (fields[0].strip() and fields[1].strip())):
             raise ValueError(
-                f"data file {path!r} line {number}: expected `{names[0]}<TAB>{names[1]}` with both non-empty, "
-                f"got {line[:80]!r}."
+                f"data file {path!r} line {number}: expected `{names[0]}<TAB>{names[1]}`"
+                f"{'' if allow_empty else ' with both non-empty'}, got {line[:80]!r}."
             )
         rows.append((fields[0].strip(), fields[1].strip()))
     if not rows:
@@ -37,8 +37,40 @@ def _two_columns(path, names):
 
 
 def read_parallel_tsv(path):
-    """`[(source, target), ...]` from `source<TAB>target` lines (blank lines skipped)."""
-    return _two_columns(path, ("source", "target"))
+    """`[(source, target), ...]` from `source<TAB>target` lines (blank lines skipped).
+
+    A side may be empty (parallel corpora have such lines): `clean_parallel` drops
+    and counts those pairs with the other kinds of unusable ones.
+    """
+    return _two_columns(path, ("source", "target"), allow_empty=True)
+
+
+def clean_parallel(pairs, max_characters=None):
+    """`(kept pairs, counts of dropped pairs by reason)`: what a training split can use.
+
+    Dropped, in this order: pairs with an empty side (`empty`), repeats of an earlier
+    pair (`duplicates`; the first is kept), and pairs with a side longer than
+    `max_characters` (`too_long`). By default the limit is the larger of 400 and 8
+    times the 99th-percentile side length, so a few stray lines (a whole file
+    pasted into one field, say) cannot blow up batch shapes or memory.
+    """
+    counts = {"empty": 0, "duplicates": 0, "too_long": 0}
+    seen, usable = set(), []
+    for source, target in pairs:
+        pair = (source.strip(), target.strip())
+        if not pair[0] or not pair[1]:
+            counts["empty"] += 1
+        elif pair in seen:
+            counts["duplicates"] += 1
+        else:
+            seen.add(pair)
+            usable.append(pair)
+    if max_characters is None and usable:
+        lengths = sorted(max(len(s), len(t)) for s, t in usable)
+        max_characters = max(400, 8 * lengths[int(0.99 * (len(lengths) - 1))])
+    kept = [pair for pair in usable if max_characters is None or max(map(len, pair)) <= max_characters]
+    counts["too_long"] = len(usable) - len(kept)
+    return kept, counts
 
 
 def read_labelled_tsv(path):

@@ -2,7 +2,7 @@
 
 Batches are padded to the upper edge of their length bucket (8, 16, 32, ... ids), so
 a compiled train step sees a handful of shapes instead of one per batch, and little
-compute goes to padding. Each epoch is shuffled with `seed + epoch`: epoch e has the
+compute goes to padding. Each epoch is shuffled by a draw keyed by `(seed, epoch)`: epoch e has the
 same order whether a run goes straight through or resumes at e after a stop.
 """
 
@@ -19,16 +19,18 @@ def bucket_edges(max_length, smallest=8):
     return edges
 
 
-def _examples(features):
-    """A dataset of per-example dicts of 1-D id tensors from equal-length lists of id sequences."""
+def _example_reader(features):
+    """`(count, example(i))`: the number of examples and a function giving example i as a dict of 1-D id tensors."""
     columns = {}
     for name, rows in features.items():
         columns[name] = rows if isinstance(rows, tf.RaggedTensor) else tf.ragged.constant(rows, dtype=tf.int32)
     ids = {name: rows.flat_values for name, rows in columns.items()}
     spans = {name: (rows.row_starts(), rows.row_lengths()) for name, rows in columns.items()}
-    return tf.data.Dataset.from_tensor_slices(spans).map(
-        lambda spans: {name: ids[name][start : start + length] for name, (start, length) in spans.items()}
-    )
+
+    def example(i):
+        return {name: ids[name][start[i] : start[i] + length[i]] for name, (start, length) in spans.items()}
+
+    return int(next(iter(columns.values())).nrows()), example
 
 
 def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1):
@@ -41,9 +43,9 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         max_length: the longest sequence; sets the largest bucket.
         to_model_inputs: maps the dict of padded `(B, L)` int32 tensors to what
             `model.fit` takes, e.g. `(inputs, targets)`.
-        seed: shuffles each epoch with `seed + epoch`; None keeps the order.
+        seed: shuffles each epoch by a stateless draw keyed by `(seed, epoch)`; None keeps the order.
     """
-    examples = _examples(features)
+    count, example = _example_reader(features)
     edges = bucket_edges(max_length)
     names = list(features)
 
@@ -51,22 +53,21 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         return tf.reduce_max(tf.stack([tf.shape(example[name])[0] for name in names]))
 
     def one_epoch(epoch):
-        data = examples
+        order = tf.range(count, dtype=tf.int64)
         if seed is not None:
-            # Not reshuffled per iteration: Keras iterates a dataset once to build an unbuilt
-            # model, then again to train, so only a fixed order keeps epoch e's order a
-            # function of `seed + e` alone (and a resumed run equal to an uninterrupted one).
-            data = data.shuffle(int(data.cardinality()), seed=seed + epoch, reshuffle_each_iteration=False)
-        return data.bucket_by_sequence_length(
+            # A stateless draw keyed by (seed, epoch): epoch e's order is the same whether a run
+            # goes straight through or resumes at e, and however often Keras iterates the data.
+            keys = tf.random.stateless_uniform([count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+            order = tf.argsort(keys, stable=True)
+        return tf.data.Dataset.from_tensor_slices(order).map(example).bucket_by_sequence_length(
             length,
             bucket_boundaries=[edge + 1 for edge in edges[:-1]],
             bucket_batch_sizes=[batch_size] * len(edges),
             pad_to_bucket_boundary=False,
         )
 
-    batches = one_epoch(first_epoch)
-    for epoch in range(first_epoch + 1, epochs):
-        batches = batches.concatenate(one_epoch(epoch))
+    # One dataset per epoch, made as it is reached: `epochs` may be very large (training to a time budget).
+    batches = tf.data.Dataset.range(first_epoch, epochs).flat_map(one_epoch)
     batches = batches.map(lambda example: to_model_inputs(_padded_to_edge(example, edges)), num_parallel_calls=tf.data.AUTOTUNE)
     return batches.prefetch(2).with_options(_backend.tf_data_without_autotuning())  # see there: why
 

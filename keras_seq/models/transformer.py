@@ -229,6 +229,10 @@ class TransformerSeq2Seq(GenerativeModel):
     with the start id). `generate(encoder_ids, max_length, start_id=1, ...)` encodes
     once and decodes with a self-attention cache. With `tie_embeddings`, the output
     projection is `h @ E^T + b` with the target embedding `E` (see `TiedLogits`).
+    With `share_embeddings`, source and target (one vocabulary, e.g. a joint subword
+    model) share one embedding layer; with both, encoder, decoder and output use one
+    matrix: three-way tying (Press & Wolf, 2017, section 4; Vaswani et al., 2017,
+    section 3.4).
 
     Build it with `keras_seq.models.transformer_seq2seq`.
     """
@@ -250,6 +254,7 @@ class TransformerSeq2Seq(GenerativeModel):
         norm_first=True,
         positional="sinusoidal",
         tie_embeddings=False,
+        share_embeddings=False,
         **kwargs,
     ):
         owner = "transformer_seq2seq"
@@ -259,12 +264,21 @@ class TransformerSeq2Seq(GenerativeModel):
             target_length=target_length, num_layers=num_layers, intermediate_dim=intermediate_dim,
         )
         v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
-        source_embedding = TokenAndPositionEmbedding(
-            source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"
-        )
-        target_embedding = TokenAndPositionEmbedding(
-            target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"
-        )
+        if share_embeddings:
+            if source_vocabulary_size != target_vocabulary_size:
+                v.fail(owner, "share_embeddings", f"one vocabulary (source_vocabulary_size == target_vocabulary_size, got "
+                       f"{source_vocabulary_size} and {target_vocabulary_size})", share_embeddings)
+            source_embedding = target_embedding = TokenAndPositionEmbedding(
+                source_vocabulary_size, max(source_length, target_length), hidden_dim, positional=positional,
+                name="shared_embedding",
+            )
+        else:
+            source_embedding = TokenAndPositionEmbedding(
+                source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"
+            )
+            target_embedding = TokenAndPositionEmbedding(
+                target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"
+            )
         stack = (num_layers, num_heads, intermediate_dim, dropout, norm_first)
         encoder_blocks, encoder_norm = _stack(TransformerEncoderBlock, "encoder", *stack)
         decoder_blocks, decoder_norm = _stack(TransformerDecoderBlock, "decoder", *stack)
@@ -298,6 +312,7 @@ class TransformerSeq2Seq(GenerativeModel):
             norm_first=norm_first,
             positional=positional,
             tie_embeddings=bool(tie_embeddings),
+            share_embeddings=bool(share_embeddings),
         )
 
     @property
@@ -369,6 +384,7 @@ def transformer_seq2seq(
     norm_first=True,
     positional="sinusoidal",
     tie_embeddings=False,
+    share_embeddings=False,
 ):
     """An encoder-decoder Transformer for translation-like tasks; see `TransformerSeq2Seq`."""
     return TransformerSeq2Seq(
@@ -384,6 +400,7 @@ def transformer_seq2seq(
         norm_first=norm_first,
         positional=positional,
         tie_embeddings=tie_embeddings,
+        share_embeddings=share_embeddings,
         name="transformer_seq2seq",
     )
 

@@ -44,8 +44,6 @@ def test_byte_order_mark_is_not_part_of_the_first_field(write):
     [
         ("a\tb\nno tab here\n", 2),
         ("a\tb\n\n\na\tb\tc\n", 4),
-        ("\tonly a target\n", 1),
-        ("a\tb\nsource only\t  \n", 2),
     ],
 )
 def test_two_column_errors_name_the_line(write, content, line):
@@ -53,6 +51,31 @@ def test_two_column_errors_name_the_line(write, content, line):
     with pytest.raises(ValueError, match=f"line {line}: expected `source<TAB>target`") as error:
         loaders.read_parallel_tsv(path)
     assert path in str(error.value)
+
+
+@pytest.mark.parametrize("content, line", [("\tonly a text\n", 1), ("a\tb\nlabel only\t  \n", 2)])
+def test_labelled_lines_need_both_sides(write, content, line):
+    with pytest.raises(ValueError, match=f"line {line}: expected `label<TAB>text` with both non-empty"):
+        loaders.read_labelled_tsv(write(content))
+
+
+def test_parallel_pairs_are_cleaned_and_counted(write):
+    long_line = "word " * 1000
+    content = (
+        "\ufeffI see.\tJe vois.\r\n"        # a byte order mark and CRLF line ends
+        "\tonly a target\r\n"
+        "I see. \tJe vois.\r\n"              # a repeat once stripped
+        "We go.\tNous allons.\r\n"
+        f"{long_line}\tun mot\r\n"
+        "Open.\t \r\n"
+    )
+    pairs = loaders.read_parallel_tsv(write(content))
+    assert len(pairs) == 6 and pairs[0] == ("I see.", "Je vois.")
+    kept, counts = loaders.clean_parallel(pairs)
+    assert kept == [("I see.", "Je vois."), ("We go.", "Nous allons.")]
+    assert counts == {"empty": 2, "duplicates": 1, "too_long": 1}
+    assert loaders.clean_parallel(pairs, max_characters=12)[1]["too_long"] == 1
+    assert loaders.clean_parallel(pairs, max_characters=5)[1]["too_long"] == 3
 
 
 @pytest.mark.parametrize("content", ["", "\n \n\t\n"], ids=["empty", "blank"])

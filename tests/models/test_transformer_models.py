@@ -283,3 +283,29 @@ def test_beam_search_through_cache_rows_equals_gathering_the_cache(rng, kind):
     gathered_ids, gathered_scores = (to_numpy(x) for x in model.generate(inputs, 12, **options))
     np.testing.assert_array_equal(ids, gathered_ids)
     np.testing.assert_allclose(scores, gathered_scores, atol=1e-5)
+
+
+def test_three_way_tying_shares_one_matrix_between_encoder_decoder_and_output(rng, tmp_path):
+    options = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    separate = ks.models.transformer_seq2seq(17, 17, 6, 8, tie_embeddings=True, **options)
+    shared = ks.models.transformer_seq2seq(17, 17, 6, 8, tie_embeddings=True, share_embeddings=True, **options)
+    assert shared.source_embedding is shared.target_embedding
+    assert separate.count_params() - shared.count_params() == 17 * 16  # the second V x D embedding
+    matrices = [w for w in shared.weights if tuple(w.shape) == (17, 16)]
+    assert len(matrices) == 1  # encoder input, decoder input and output projection read one matrix
+
+    inputs = tiny_inputs(rng, "seq2seq")
+    features = to_numpy(keras.Model(shared.input, shared.head.input)(inputs)).astype("float64")
+    expected = features @ to_numpy(matrices[0]).astype("float64").T + to_numpy(shared.head.bias)
+    np.testing.assert_allclose(to_numpy(shared(inputs)), expected, atol=1e-5)
+    assert shared.source_embedding.token_embedding.embeddings is matrices[0]
+    prompt = inputs["encoder_inputs"]
+    np.testing.assert_array_equal(to_numpy(shared.generate(prompt, 8)), uncached_greedy(shared, prompt, 8))
+
+    path = tmp_path / "shared.keras"
+    shared.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.get_config()["share_embeddings"] is True and loaded.source_embedding is loaded.target_embedding
+    np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(shared(inputs)), atol=1e-6)
+    with pytest.raises(ValueError, match="transformer_seq2seq: `share_embeddings` expected one vocabulary"):
+        ks.models.transformer_seq2seq(17, 18, 6, 8, share_embeddings=True, **options)

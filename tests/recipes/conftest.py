@@ -6,5 +6,6 @@ from recipe_runs import (  # noqa: F401  (session fixtures shared by this folder
     tfds_classify_stopped,
     tfds_translate,
     translate_rnn_attention,
+    translate_subword,
     translate_transformer,
 )

@@ -56,6 +56,12 @@ def test_tsv_line_with_an_empty_side(capsys, data_dir, tmp_path, bad_file):
     assert "line 2" in line and "label<TAB>text" in line
 
 
+def test_training_pairs_that_are_all_unusable(capsys, data_dir, tmp_path, bad_file):
+    path = bad_file("I see.\t \n\tNous allons.\n")
+    line = error_line(capsys, "translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--train", path))
+    assert "expected some usable pairs, got none after cleaning" in line
+
+
 @pytest.mark.parametrize("content", ["", "\n\n  \n"], ids=["empty", "blank-lines"])
 def test_empty_file(capsys, data_dir, tmp_path, bad_file, content):
     path = bad_file(content)
@@ -156,3 +162,24 @@ def test_tfds_set_that_cannot_be_downloaded(capsys, tmp_path, monkeypatch):
     assert "--tfds imdb_reviews: could not download and prepare it (ConnectionError: Failed to resolve" in line
     assert "--tfds-data-dir" in line and "--train/--valid" in line
     assert not (tmp_path / "out" / "checkpoint.keras").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [("--vocab-size", 0, "--vocab-size: expected a positive integer"), ("--patience", 0, "--patience: expected a positive integer"),
+     ("--average-last", -1, "--average-last: expected a positive integer"), ("--validate-every", 0, "--validate-every: expected")],
+)
+def test_bad_translate_values(capsys, data_dir, tmp_path, flag, value, message):
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "transformer", 1, flag, value))
+    assert message in line
+
+
+def test_unreadable_sentencepiece_model_on_resume(capsys, data_dir, tmp_path, translate_subword):
+    import shutil
+
+    shutil.copytree(translate_subword.dir, tmp_path / "run")
+    vocabularies = tmp_path / "run" / "vocabularies.json"
+    vocabularies.write_text(vocabularies.read_text().replace('"model": "', '"model": "AAAA'), encoding="utf-8")
+    argv = replaced(translate_subword.argv, "--output-dir", tmp_path / "run") + ["--resume"]
+    line = error_line(capsys, "translate", argv)
+    assert "SubwordVocabulary: `model` expected a serialized SentencePiece model" in line

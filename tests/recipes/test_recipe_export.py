@@ -6,10 +6,12 @@ from recipe_runs import normalized, read_tsv, run_python
 
 from keras_seq.data import loaders
 
-# Runs in a fresh interpreter that imports nothing but TensorFlow.
+# Runs in a fresh interpreter that imports nothing but TensorFlow (and tensorflow-text, whose
+# SentencePiece ops a subword vocabulary's export holds).
 SERVE = """
 import json, sys
 import tensorflow as tf
+import tensorflow_text
 
 answers = {}
 for name, (path, signature, inputs) in json.loads(sys.argv[1]).items():
@@ -30,10 +32,11 @@ print(json.dumps(answers))
 
 
 def test_exports_reproduce_the_predictions_without_keras_seq(
-    translate_transformer, translate_rnn_attention, classify_run, tag_run, lm_run, data_dir
+    translate_transformer, translate_rnn_attention, translate_subword, classify_run, tag_run, lm_run, data_dir
 ):
     runs = {
         "transformer": (translate_transformer, "translate"),
+        "subword": (translate_subword, "translate"),
         "rnn-attention": (translate_rnn_attention, "translate"),
         "classify": (classify_run, "classify"),
         "tag": (tag_run, "tag"),
@@ -58,6 +61,7 @@ def test_exports_reproduce_the_predictions_without_keras_seq(
         assert [normalized(a) for a in answers[name]] == expected[name], name
         assert answers[name + ":signature"] == answers[name], name
     assert any(expected["transformer"]) and any(expected["rnn-attention"])  # the translators do emit words
+    assert any(expected["subword"])
     assert set(answers["classify"]) <= {"negative", "positive"}
     assert all(abs(s - 1.0) < 1e-5 for s in answers["classify:probability_sums"])
     _, tag_rows = read_tsv(tag_run.path("predictions.tsv"))

@@ -10,6 +10,7 @@ from recipe_runs import (
     RNN_TRAIN,
     TRANSLATE_BATCH,
     classify_argv,
+    common,
     read_json,
     read_tsv,
     recipe_main,
@@ -18,7 +19,7 @@ from recipe_runs import (
 )
 
 STEPS = RNN_TRAIN // TRANSLATE_BATCH  # one bucket: this many batches per epoch of the rnn-attention runs
-TIMING = ("train_seconds", "total_seconds")
+TIMING = ("train_seconds", "export_seconds", "translate_seconds", "total_seconds")
 
 
 def weights(path):
@@ -45,10 +46,25 @@ def assert_same_metrics(got, expected, rel):
 
 
 @pytest.fixture(scope="module")
-def resumed(translate_rnn_attention, data_dir, tmp_path_factory):
-    """The one-epoch rnn-attention run, copied and resumed for a second epoch."""
+def interrupted(data_dir, tmp_path_factory):
+    """A two-epoch rnn-attention run stopped right after its first checkpoint (as a kill would stop it)."""
+    output = tmp_path_factory.mktemp("interrupted")
+    save = common.EpochCheckpoint.on_epoch_end
+
+    def save_then_stop(self, epoch, logs=None):
+        save(self, epoch, logs)
+        self.model.stop_training = True
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(common.EpochCheckpoint, "on_epoch_end", save_then_stop)
+        return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention", 2))
+
+
+@pytest.fixture(scope="module")
+def resumed(interrupted, data_dir, tmp_path_factory):
+    """The interrupted run, copied and resumed for its second epoch."""
     output = tmp_path_factory.mktemp("resumed")
-    shutil.copytree(translate_rnn_attention.dir, output, dirs_exist_ok=True)
+    shutil.copytree(interrupted.dir, output, dirs_exist_ok=True)
     return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention", 2, "--resume"))
 
 
@@ -59,15 +75,16 @@ def uninterrupted(data_dir, tmp_path_factory):
     return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention", 2))
 
 
-def test_resume_continues_epochs_history_and_optimizer(translate_rnn_attention, resumed):
-    first, state = read_json(translate_rnn_attention.path("checkpoint.json")), read_json(resumed.path("checkpoint.json"))
+def test_resume_continues_epochs_history_and_optimizer(interrupted, resumed):
+    first, state = read_json(interrupted.path("checkpoint.json")), read_json(resumed.path("checkpoint.json"))
     assert first["epoch"] == 1 and state["epoch"] == 2
-    assert sorted(state["history"]) == sorted(first["history"]) == ["loss", "masked_accuracy", "val_loss", "val_masked_accuracy"]
+    assert sorted(state["history"]) == sorted(first["history"]) == [
+        "loss", "masked_accuracy", "val_bleu", "val_chrf", "val_loss", "val_masked_accuracy"]
     for key, values in state["history"].items():
         assert len(values) == 2, key
         assert values[0] == first["history"][key][0], key  # the first epoch's figures carried over
     assert read_json(resumed.path("metrics.json"))["epochs"] == resumed.metrics["epochs"] == 2
-    assert iterations(translate_rnn_attention.path("checkpoint.keras")) == STEPS
+    assert iterations(interrupted.path("checkpoint.keras")) == STEPS
     assert iterations(resumed.path("checkpoint.keras")) == 2 * STEPS
 
 

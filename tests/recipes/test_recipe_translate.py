@@ -67,7 +67,7 @@ def test_output_files(run):
     assert is_png(run.path("attention.png"))  # Bahdanau weights, or the Transformer's cross-attention
     state = read_json(run.path("checkpoint.json"))
     assert state["epoch"] == 1
-    assert sorted(state["history"]) == ["loss", "masked_accuracy", "val_loss", "val_masked_accuracy"]
+    assert sorted(state["history"]) == ["loss", "masked_accuracy", "val_bleu", "val_chrf", "val_loss", "val_masked_accuracy"]
     assert all(len(values) == 1 for values in state["history"].values())
     for phase in ("train", "validation"):  # TensorBoard logs
         events = glob.glob(run.path("logs", phase, "events.out.tfevents.*"))
@@ -97,3 +97,48 @@ def test_input_feeding_decoder_trains_and_exports(data_dir, tmp_path):
     _, rows = read_tsv(run.path("predictions.tsv"))
     assert len(rows) == len(loaders.read_parallel_tsv(data_dir / "translate_valid.tsv"))
     assert any(row[2] for row in rows)  # the translator emits words
+
+
+def test_subword_run_ships_its_sentencepiece_model_and_ties_three_ways(translate_subword):
+    import sentencepiece
+
+    from keras_seq.data.subword import SubwordVocabulary
+
+    vocabularies = read_json(translate_subword.path("vocabularies.json"))
+    assert vocabularies["source"] == vocabularies["target"] and vocabularies["source"]["level"] == "subword"
+    joint = SubwordVocabulary(vocabularies["source"]["model"])
+    processor = sentencepiece.SentencePieceProcessor(model_file=translate_subword.path("sentencepiece.model"))
+    assert processor.GetPieceSize() == len(joint) <= 400
+    model = keras.saving.load_model(translate_subword.path("model.keras"), compile=False)
+    config = model.get_config()
+    assert config["share_embeddings"] and config["tie_embeddings"]
+    assert model.source_embedding is model.target_embedding
+    metrics = read_json(translate_subword.path("metrics.json"))
+    assert metrics["vocabulary"] == "subword (unigram, joint)" and metrics["vocabulary_size"] == len(joint)
+    header, rows = read_tsv(translate_subword.path("predictions.tsv"))
+    predictions, sources = [r[2] for r in rows], [r[0] for r in rows]
+    assert metrics["copy_rate"] == ks.metrics.copy_rate(sources, predictions)[0]
+    assert metrics["bleu_lowercase"] == pytest.approx(ks.metrics.corpus_bleu(predictions, [r[1] for r in rows], lowercase=True))
+    state = read_json(translate_subword.path("checkpoint.json"))
+    assert metrics["best_validation_bleu"] == pytest.approx(max(state["history"]["val_bleu"]))
+    assert all(metrics[k] >= 0 for k in ("train_seconds", "export_seconds", "translate_seconds"))
+
+
+@pytest.mark.parametrize(
+    "recipe, argv, budget",
+    [
+        ("translate", [], (None, 600.0)),  # neither flag: the recipe's default budget
+        ("translate", ["--max-seconds", "30"], (None, 30.0)),  # seconds alone: no epoch limit
+        ("translate", ["--epochs", "2"], (2, None)),  # epochs alone: no time limit
+        ("translate", ["--epochs", "2", "--max-seconds", "30"], (2, 30.0)),
+        ("classify", [], (4, None)),
+    ],
+)
+def test_the_budget_flags(recipe, argv, budget, tmp_path):
+    from recipe_runs import RECIPES
+
+    from recipes import common
+
+    args = RECIPES[recipe].parse(argv + ["--output-dir", str(tmp_path)])
+    common.check_arguments(args)
+    assert (args.epochs, args.max_seconds) == budget
