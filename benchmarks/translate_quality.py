@@ -50,14 +50,15 @@ def write_tsv(path, pairs):
         f.writelines(f"{s}\t{t}\n" for s, t in pairs)
 
 
-def data_files(directory, exclude):
-    """train/valid/evaluation TSV files from software_en_fr (evaluation: the test split, or the excluded origin)."""
+def data_files(directory, exclude, valid_limit=None):
+    """train/valid/evaluation TSV files from software_en_fr (evaluation: the test split, or the excluded origin;
+    valid: its first `valid_limit` pairs when given)."""
     from keras_seq.data import corpora
 
     excluded = [exclude] if exclude else []
     files = {
         "train": corpora.software_en_fr("train", exclude=excluded),
-        "valid": corpora.software_en_fr("valid", exclude=excluded),
+        "valid": corpora.software_en_fr("valid", exclude=excluded)[:valid_limit],
         "evaluation": (
             [p for split in corpora.SPLITS for p in corpora.software_en_fr(split, origins=excluded)]
             if exclude else corpora.software_en_fr("test")
@@ -118,6 +119,7 @@ def main(argv=None):
     parser.add_argument("--backend", default="tensorflow")
     parser.add_argument("--output-dir", default="runs/translate_quality")
     args = parser.parse_args(argv)
+    args.output_dir = os.path.abspath(args.output_dir)  # the runs start in the repository's root
     os.makedirs(args.output_dir, exist_ok=True)
     paths, sizes = data_files(args.output_dir, args.exclude)
     with open(paths["evaluation"], encoding="utf-8") as f:

@@ -26,7 +26,11 @@ MODELS = ("bilstm", "transformer")
 def parse(argv=None):
     p = common.parser("classify", __doc__.split("\n\n")[0], "UTF-8 TSV `label<TAB>text`", MODELS, "bilstm", epochs=4, batch_size=64)
     p.add_argument("--max-length", type=int, default=256, help="texts are cut to this many tokens")
-    p.add_argument("--vocabulary-size", type=int, default=20000, help="most frequent words kept")
+    p.add_argument("--vocabulary", choices=("word", "subword"), default="word",
+                   help="word: the most frequent lowercased words; subword: SentencePiece pieces with byte fallback (no unknown characters)")
+    p.add_argument("--vocabulary-size", "--vocab-size", dest="vocabulary_size", type=int, default=20000,
+                   help="most frequent words kept (subword: an upper bound on the pieces)")
+    common.add_subword_flags(p)
     p.add_argument("--hidden-dim", type=int, default=64, help="LSTM units per direction / Transformer width")
     return p.parse_args(argv)
 
@@ -51,9 +55,12 @@ def run(args):
         raise common.UsageError(f"--valid: expected labels seen in training {labels[:10]}, got unseen {unknown[:10]}")
     if len(labels) < 2:
         raise common.UsageError(f"--train: expected at least two labels, got {labels}")
-    vocab = common.vocabularies(
-        args, lambda: {"text": text.Vocabulary.build([t for _, t in train_examples], lowercase=True, max_size=args.vocabulary_size)}
-    )
+    texts = [t for _, t in train_examples]
+    if args.vocabulary == "subword":
+        build = lambda: {"text": common.subword_vocabulary(args, texts, args.vocabulary_size, lowercase=True)}
+    else:
+        build = lambda: {"text": text.Vocabulary.build(texts, lowercase=True, max_size=args.vocabulary_size)}
+    vocab = common.vocabularies(args, build)
     label_ids = {label: i for i, label in enumerate(labels)}
 
     def features(examples):
@@ -66,7 +73,7 @@ def run(args):
     valid["text"] = valid["text"][:, :length]
     print(
         f"classify: {len(train_examples)} training texts, {len(valid_examples)} valid, {len(labels)} labels, "
-        f"vocabulary {len(vocab['text'])}; backend {keras.backend.backend()}"
+        f"{args.vocabulary} vocabulary {len(vocab['text'])}; backend {keras.backend.backend()}"
     )
 
     def to_model_inputs(batch):
@@ -106,6 +113,8 @@ def run(args):
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),
         "model": args.model,
+        "vocabulary": args.vocabulary,
+        "vocabulary_size": len(vocab["text"]),
         "backend": keras.backend.backend(),
         "valid_examples": len(valid_examples),
     }

@@ -154,6 +154,20 @@ def distribution_scope(args):
     raise UsageError("--distribute: expected the tensorflow or jax backend (Keras has no data-parallel fit on torch), got torch")
 
 
+def add_subword_flags(p):
+    """`--subword-model`, the SentencePiece model type of a `subword` vocabulary."""
+    from keras_seq.data.subword import MODEL_TYPES
+
+    p.add_argument("--subword-model", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type of a subword vocabulary")
+
+
+def subword_vocabulary(args, texts, size, lowercase=False):
+    """A SentencePiece vocabulary of at most `size` ids trained on `texts` (type from --subword-model)."""
+    from keras_seq.data.subword import SubwordVocabulary
+
+    return SubwordVocabulary.train(texts, size, args.subword_model, lowercase=lowercase)
+
+
 def vocabularies(args, build):
     """`{name: vocabulary}` made by `build()` and saved in --output-dir, or read back on --resume.
 

@@ -26,7 +26,10 @@ MODELS = ("lstm", "transformer")
 
 def parse(argv=None):
     p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=20, batch_size=8)
-    p.add_argument("--level", choices=("char", "word"), default="char", help="what a token is")
+    p.add_argument("--level", choices=("char", "word", "subword"), default="char",
+                   help="what a token is (subword: SentencePiece pieces with byte fallback, trained on the training text's lines)")
+    p.add_argument("--vocab-size", type=int, default=4000, help="subword: an upper bound on the pieces")
+    common.add_subword_flags(p)
     p.add_argument("--window", type=int, default=64, help="tokens per training window (truncated backpropagation length)")
     p.add_argument("--hidden-dim", type=int, default=256, help="LSTM units / Transformer width")
     p.add_argument("--prompt", default="Alice was", help="text to continue after training")
@@ -78,7 +81,12 @@ def run(args):
     if args.window < 2:
         raise common.UsageError(f"--window: expected at least 2 tokens, got {args.window}")
     train_text, valid_text = load_text(args)
-    vocab = common.vocabularies(args, lambda: {"text": text.Vocabulary.build([train_text], level=args.level)})
+    if args.level == "subword":
+        # SentencePiece trains on sentences of bounded length: the text's lines.
+        build = lambda: {"text": common.subword_vocabulary(args, train_text.splitlines(), args.vocab_size)}
+    else:
+        build = lambda: {"text": text.Vocabulary.build([train_text], level=args.level)}
+    vocab = common.vocabularies(args, build)
 
     def stream(document):
         return vocab["text"].encode([document]).flat_values.numpy().tolist()

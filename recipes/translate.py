@@ -23,13 +23,16 @@ import tensorflow as tf
 
 import keras_seq as ks
 from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
-from keras_seq.data.subword import MODEL_TYPES, SubwordVocabulary
 from keras_seq.metrics.copy_rate import copy_rate
 from recipes import common
 
 MODELS = ("transformer", "rnn-attention", "rnn")
 VOCABULARIES = ("subword", "word", "char")
 DATA = ("software", "phrasebook")
+# Default vocabulary sizes. Subword: the best of 2,000 / 4,000 / 8,000 pieces in the sweep on real
+# data (benchmarks/RESULTS.md): the output layer and its softmax are most of a small Transformer's
+# step, so fewer pieces buy more steps within a budget than they cost in longer sequences.
+SUBWORD_SIZE, WORD_SIZE = 4000, 8000
 # Sources and predictions are decoded in chunks of this many sentences (one compiled shape).
 DECODE_BATCH = 100
 
@@ -37,16 +40,17 @@ DECODE_BATCH = 100
 def parse(argv=None):
     p = common.parser(
         "translate", __doc__.split("\n\n")[0], "UTF-8 TSV `source<TAB>target`", MODELS, "transformer",
-        epochs=None, batch_size=64, max_seconds=600,
+        epochs=None, batch_size=32, max_seconds=600,
     )
     p.add_argument("--data", choices=DATA, default="software",
                    help="embedded data when no --train/--tfds: English-French software messages (real, "
                         "keras_seq/data/corpora/software_en_fr) or the built phrasebook")
     p.add_argument("--vocabulary", choices=VOCABULARIES, default="subword",
                    help="subword: SentencePiece with byte fallback (no unknown characters); word or char: the tokens as split")
-    p.add_argument("--subword-model", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type")
-    p.add_argument("--vocab-size", "--vocabulary-size", dest="vocab_size", type=int, default=8000,
-                   help="ids per vocabulary (subword: an upper bound; word/char: the most frequent tokens kept)")
+    common.add_subword_flags(p)
+    p.add_argument("--vocab-size", "--vocabulary-size", dest="vocab_size", type=int,
+                   help=f"ids per vocabulary (subword: an upper bound, default {SUBWORD_SIZE}; word/char: the most "
+                        f"frequent tokens kept, default {WORD_SIZE})")
     p.add_argument("--separate-vocabularies", action="store_true",
                    help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)")
     p.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out")
@@ -96,7 +100,7 @@ def build_vocabularies(args, train_pairs):
     if args.vocabulary != "subword":
         build = dict(level=args.vocabulary, lowercase=args.lowercase, max_size=args.vocab_size)
         return {"source": text.Vocabulary.build(sources, **build), "target": text.Vocabulary.build(targets, **build)}
-    train = lambda texts: SubwordVocabulary.train(texts, args.vocab_size, args.subword_model, lowercase=args.lowercase)
+    train = lambda texts: common.subword_vocabulary(args, texts, args.vocab_size, args.lowercase)
     if args.separate_vocabularies:
         return {"source": train(sources), "target": train(targets)}
     joint = train(sources + targets)
@@ -209,6 +213,8 @@ def run(args):
             raise common.UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {getattr(args, flag)}")
     if args.validate_every is not None and not args.validate_every > 0:
         raise common.UsageError(f"--validate-every: expected a number of seconds > 0, got {args.validate_every}")
+    if args.vocab_size is None:
+        args.vocab_size = SUBWORD_SIZE if args.vocabulary == "subword" else WORD_SIZE
     train_pairs, valid_pairs = load_pairs(args)
     vocab = common.vocabularies(args, lambda: build_vocabularies(args, train_pairs))
     source, target = encoded(train_pairs, vocab)

@@ -79,3 +79,34 @@ def test_lm_continuation_strips_the_prompt_even_where_spacing_differs():
     assert lm._continuation('"<unk> ll went on', '" <unk> ll') == " went on"  # word-level detokenizing
     assert lm._continuation("something else", "Alice") == "something else"
     assert lm._continuation("Alice", "Alice was") == "Alice"
+
+
+@pytest.mark.parametrize("recipe", ["classify", "lm"])
+def test_subword_vocabulary(recipe, data_dir, tmp_path):
+    """classify `--vocabulary subword` and lm `--level subword`: a SentencePiece model trained on the
+    training text, saved with the run, sizing the model's embedding, and served by the export."""
+    import keras
+    import sentencepiece
+    from recipe_runs import classify_argv, lm_argv, run_recipe
+
+    flags = ["--vocabulary", "subword"] if recipe == "classify" else ["--level", "subword"]
+    argv = (classify_argv if recipe == "classify" else lm_argv)(data_dir, tmp_path, *flags, "--vocab-size", 300)
+    run = run_recipe(recipe, tmp_path, argv)
+    vocabularies = read_json(run.path("vocabularies.json"))
+    assert vocabularies["text"]["level"] == "subword"
+    pieces = sentencepiece.SentencePieceProcessor(model_file=run.path("text.model"))
+    assert 260 < pieces.GetPieceSize() <= 300  # the 4 reserved ids, the 256 bytes, some learned pieces
+    model = keras.saving.load_model(run.path("model.keras"), compile=False)
+    embedding = next(layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Embedding))
+    assert embedding.input_dim == pieces.GetPieceSize()
+    header, rows = read_tsv(run.path("predictions.tsv"))
+    assert len(rows) == run.metrics["valid_examples"] > 0
+    if recipe == "classify":
+        assert run.metrics["vocabulary"] == "subword" and run.metrics["vocabulary_size"] == pieces.GetPieceSize()
+        assert {r[2] for r in rows} <= {"negative", "positive"}
+    else:
+        assert run.metrics["level"] == "subword"
+        assert run.metrics["perplexity"] == pytest.approx(math.exp(run.metrics["valid_loss"]))
+        # A prompt is the text of the first half of a valid window, as the pieces decode it.
+        valid = loaders.read_text(data_dir / "lm_valid.txt")
+        assert normalized(rows[0][0]) and normalized(valid).startswith(normalized(rows[0][0]))
