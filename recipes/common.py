@@ -70,7 +70,7 @@ def parser(name, description, data_help, models, default_model, epochs, batch_si
 
 def check_arguments(args):
     """Reject values argparse lets through (type is right, value is not)."""
-    for flag in ("epochs", "batch_size", "max_examples"):
+    for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {value}")

@@ -208,7 +208,7 @@ def run(args):
     started = time.monotonic()
     if args.input_feeding and args.model != "rnn-attention":
         raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
-    for flag in ("validate_sentences", "average_last", "vocab_size", "patience"):
+    for flag in ("validate_sentences", "average_last", "patience"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise common.UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {getattr(args, flag)}")
     if args.validate_every is not None and not args.validate_every > 0:

@@ -174,6 +174,14 @@ def test_bad_translate_values(capsys, data_dir, tmp_path, flag, value, message):
     assert message in line
 
 
+@pytest.mark.parametrize("recipe, flag", [("classify", "--vocabulary-size"), ("lm", "--vocab-size")])
+def test_bad_vocabulary_size(capsys, data_dir, tmp_path, recipe, flag):
+    from recipe_runs import classify_argv, lm_argv
+
+    argv = (classify_argv if recipe == "classify" else lm_argv)(data_dir, tmp_path / "out", flag, 0)
+    assert f"{flag}: expected a positive integer, got 0" in error_line(capsys, recipe, argv)
+
+
 def test_unreadable_sentencepiece_model_on_resume(capsys, data_dir, tmp_path, translate_subword):
     import shutil
 
