@@ -10,15 +10,18 @@ from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttenti
 from keras_seq.layers.recurrent import CELLS, make_cell
 
 
-ATTENTIONS = ("bahdanau", "luong")
+# The score of each Luong attention name (Luong et al., 2015, sec. 3.1, eq. 8).
+LUONG_ATTENTION_SCORES = {"luong": "general", "luong_dot": "dot", "luong_concat": "concat"}
+ATTENTIONS = ("bahdanau", *LUONG_ATTENTION_SCORES)
 
 
 def make_attention(attention, units, **kwargs):
-    """`bahdanau` (additive, eq. 4.5) or `luong` (`general` score) attention, named `attention`."""
+    """`bahdanau` (additive, eq. 4.5) or a Luong attention (`luong` scores with `general`), named `attention`."""
     v.check_choice("attention", "attention", attention, ATTENTIONS)
     if attention == "bahdanau":
         return BahdanauAttention(units, name="attention", **kwargs)
-    return LuongAttention("general", name="attention", **kwargs)
+    score = LUONG_ATTENTION_SCORES[attention]
+    return LuongAttention(score, units=units if score == "concat" else None, name="attention", **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")

@@ -16,7 +16,7 @@ from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.recurrent import CELLS, make_cell
 from keras_seq.models.array_feed import ArrayFeedModel
 from keras_seq.models.generative import GenerativeModel
-from keras_seq.models.input_feeding import InputFeedingDecoder, make_attention
+from keras_seq.models.input_feeding import ATTENTIONS, InputFeedingDecoder, make_attention
 from keras_seq.models.padding import PaddingMaskFromIds
 
 
@@ -275,7 +275,6 @@ def rnn_lm(vocabulary_size, embedding_dim=64, units=256, cell="lstm", num_layers
     )
 
 
-ATTENTIONS = ("bahdanau", "luong", None)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -291,15 +290,24 @@ class RNNSeq2Seq(GenerativeModel):
       training runs the fused Keras RNN kernels. Each decoder state `s_i` queries the
       annotations with `BahdanauAttention` (`e_ij = v^T tanh(W s_i + U h_j)`, eq.
       4.5) or `LuongAttention("general")`; the context `c_i = sum_j alpha_ij h_j`
-      (eq. 4.3) and `s_i` give `tanh(W_c [c_i; s_i])`, then the logits (Luong et al.,
-      2015). The score thus uses the current state s_i where eq. 4.5 uses s_{i-1}:
+      (eq. 4.3) and `s_i` give the attentional vector `W_c [c_i; s_i]`, then the
+      logits (Luong et al., 2015). The score thus uses the current state s_i where eq. 4.5 uses s_{i-1}:
       the "attention after recurrence" arrangement that keeps the decoder a plain,
-      fused RNN. With `attention=None` the decoder sees the source only through its
-      initial state (the plain encoder-decoder of seed 002).
+      fused RNN. `luong_dot` and `luong_concat` score with Luong et al.'s `dot` and
+      `concat` forms (`dot` needs keys as wide as the state: `bidirectional_encoder=False`).
+      With `attention=None` the decoder sees the source only through its initial state
+      (the plain encoder-decoder of seed 002).
+    * Two departures from the papers keep the attention trainable with Adam on real
+      vocabularies. The attentional vector is linear, `W_c [c_i; s_i]`, where Luong et
+      al. (eq. 5) apply tanh: under Adam's first steps that layer saturates (every unit
+      at +-1 for every input) while it fits the target's word frequencies, no gradient
+      passes it, and the model stays a unigram model whatever attention it has. The
+      embeddings start at unit variance (`N(0, 1)`, as PyTorch's `nn.Embedding`) rather
+      than Keras' uniform +-0.05, so the annotations carry the words from the start.
     * `input_feeding=True` gives Bahdanau et al.'s own decoder, seed 000 eq. 4.2-4.5
       exactly (`InputFeedingDecoder`): the score uses the previous state s_{i-1}
       and the context enters the recurrence, `s_i = f(s_{i-1}, y_{i-1}, c_i)`; the
-      readout is still `tanh(W_c [c_i; s_i])`. It runs step by step (no fused
+      readout is the same `W_c [c_i; s_i]`. It runs step by step (no fused
       kernel can compute it) and needs an `attention`.
     * Padding is id 0. The source mask reaches the encoder and the attention (no
       weight on padded source positions). Target padding goes at the end, where no
@@ -331,12 +339,19 @@ class RNNSeq2Seq(GenerativeModel):
         owner = "rnn_seq2seq"
         _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
         v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
-        v.check_choice(owner, "attention", attention, ATTENTIONS)
+        v.check_choice(owner, "attention", attention, (*ATTENTIONS, None))
         if input_feeding and attention is None:
-            v.fail(owner, "attention", "'bahdanau' or 'luong' when input_feeding=True", "None")
-        source_embedding = keras.layers.Embedding(source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding")
+            v.fail(owner, "attention", f"one of {ATTENTIONS} when input_feeding=True", "None")
+        if attention == "luong_dot" and bidirectional_encoder:
+            v.fail(owner, "bidirectional_encoder", "False with attention='luong_dot' (the dot score needs keys as wide as the decoder state)", True)
+        unit_variance = keras.initializers.RandomNormal(stddev=1.0)
+        source_embedding = keras.layers.Embedding(
+            source_vocabulary_size, embedding_dim, embeddings_initializer=unit_variance, mask_zero=True, name="source_embedding"
+        )
         # The decoder runs unmasked (its padding is trailing, see the class docstring).
-        target_embedding = keras.layers.Embedding(target_vocabulary_size, embedding_dim, mask_zero=False, name="target_embedding")
+        target_embedding = keras.layers.Embedding(
+            target_vocabulary_size, embedding_dim, embeddings_initializer=unit_variance, mask_zero=False, name="target_embedding"
+        )
         encoder = recurrent_layer(cell, units, return_sequences=True, return_state=True, name="encoder")
         if bidirectional_encoder:
             encoder = keras.layers.Bidirectional(encoder, name="bidirectional_encoder")
@@ -348,7 +363,7 @@ class RNNSeq2Seq(GenerativeModel):
         else:
             decoder = recurrent_layer(cell, units, return_sequences=True, name="decoder")
             attention_layer = make_attention(attention, units) if attention else None
-        combine = PositionwiseDense(units, activation="tanh", name="attentional_state") if attention else None
+        combine = PositionwiseDense(units, name="attentional_state") if attention else None
         head = PositionwiseDense(target_vocabulary_size, dtype="float32", name="logits")
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
@@ -399,7 +414,7 @@ class RNNSeq2Seq(GenerativeModel):
 
     @staticmethod
     def _attentional_logits(combine, head, context, states):
-        """Logits of `tanh(W_c [c; s])` (Luong et al., 2015)."""
+        """Logits of the attentional vector `W_c [c; s]` (Luong et al., 2015, eq. 5, without its tanh)."""
         return head(combine(ops.concatenate([context, states], axis=-1)))
 
     @property
