@@ -16,7 +16,8 @@ ATTENTIONS = ("bahdanau", *LUONG_ATTENTION_SCORES)
 
 
 def make_attention(attention, units, **kwargs):
-    """`bahdanau` (additive, eq. 4.5) or a Luong attention (`luong` scores with `general`), named `attention`."""
+    """The attention layer of a name, called `attention`: `bahdanau` (additive, eq. 4.5) or `luong` (the
+    `general` score), `luong_dot`, `luong_concat` (Luong et al.'s three scores)."""
     v.check_choice("attention", "attention", attention, ATTENTIONS)
     if attention == "bahdanau":
         return BahdanauAttention(units, name="attention", **kwargs)

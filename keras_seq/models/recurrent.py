@@ -275,8 +275,6 @@ def rnn_lm(vocabulary_size, embedding_dim=64, units=256, cell="lstm", num_layers
     )
 
 
-
-
 @keras.saving.register_keras_serializable(package="keras_seq")
 class RNNSeq2Seq(GenerativeModel):
     """Attentional RNN encoder-decoder (seed 000 sec. 4.1, seed 002): unaligned seq2seq.
@@ -291,9 +289,9 @@ class RNNSeq2Seq(GenerativeModel):
       annotations with `BahdanauAttention` (`e_ij = v^T tanh(W s_i + U h_j)`, eq.
       4.5) or `LuongAttention("general")`; the context `c_i = sum_j alpha_ij h_j`
       (eq. 4.3) and `s_i` give the attentional vector `W_c [c_i; s_i]`, then the
-      logits (Luong et al., 2015). The score thus uses the current state s_i where eq. 4.5 uses s_{i-1}:
-      the "attention after recurrence" arrangement that keeps the decoder a plain,
-      fused RNN. `luong_dot` and `luong_concat` score with Luong et al.'s `dot` and
+      logits (Luong et al., 2015). The score thus uses the current state s_i where
+      eq. 4.5 uses s_{i-1}: the "attention after recurrence" arrangement that keeps
+      the decoder a plain, fused RNN. `luong_dot` and `luong_concat` score with Luong et al.'s `dot` and
       `concat` forms (`dot` needs keys as wide as the state: `bidirectional_encoder=False`).
       With `attention=None` the decoder sees the source only through its initial state
       (the plain encoder-decoder of seed 002).

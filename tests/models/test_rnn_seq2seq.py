@@ -81,6 +81,7 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
         (lambda: ks.models.rnn_seq2seq(10, 10, cell="transformer"), r"rnn_seq2seq.*cell.*'gru'.*got 'transformer'"),
         (lambda: ks.models.rnn_seq2seq(10, 0), r"rnn_seq2seq.*target_vocabulary_size"),
         (lambda: ks.models.rnn_seq2seq(10, 10, attention=None, input_feeding=True), r"rnn_seq2seq.*attention.*input_feeding=True.*None"),
+        (lambda: ks.models.rnn_seq2seq(10, 10, attention="luong_dot"), r"rnn_seq2seq.*bidirectional_encoder.*False.*luong_dot.*got True"),
         (lambda: model.generate(np.full((1, 4), 12, "int32"), 6), r"RNNSeq2Seq.generate.*inputs.*ids in \[0, 12\)"),
     ]
     for call, message in cases:
