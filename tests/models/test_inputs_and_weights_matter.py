@@ -1,8 +1,7 @@
 """Every model builder, in every option setting: each input moves the outputs, each weight learns.
 
 A model can run, train and even lower its loss while part of it is dead: a layer whose
-output nothing reads, or whose gradient vanishes (issue #21: a saturated attentional
-layer left both attentions of `rnn_seq2seq` without gradient). For each builder and a
+output nothing reads, or whose gradient vanishes. For each builder and a
 setting of each of its options, this checks on a small random batch that
 
 * changing any one token of any input changes the logits, and, for the causal inputs
@@ -19,7 +18,7 @@ import keras_seq as ks
 
 V, L, B = 11, 6, 3
 
-# name -> (builder, option settings, inputs: {name: causal?} or None for one causal-free input)
+# name -> (builder, option settings, {input name: is it causal?})
 MODELS = {
     "rnn_classifier": (
         lambda **o: ks.models.rnn_classifier(V, 4, embedding_dim=8, units=8, **o),
@@ -72,7 +71,7 @@ MODELS = {
 CASES = [(name, options) for name, (_, settings, _) in MODELS.items() for options in settings]
 
 
-def batch(model, rng, causal_inputs, options):
+def batch(rng, causal_inputs, options):
     """Random ids in 3..V-1 (no padding, start or end), plus a condition vector when the model takes one."""
     inputs = {name: rng.integers(3, V, size=(B, L)).astype("int32") for name in causal_inputs}
     if options.get("condition_dim"):
@@ -80,13 +79,18 @@ def batch(model, rng, causal_inputs, options):
     return inputs
 
 
+def model_feed(inputs):
+    """The inputs as the model takes them: the dict, or its one array."""
+    return inputs if len(inputs) > 1 else next(iter(inputs.values()))
+
+
 def call(model, inputs):
-    return to_numpy(model(inputs if len(inputs) > 1 else next(iter(inputs.values())), training=False))
+    return to_numpy(model(model_feed(inputs), training=False))
 
 
 def weight_gradients(model, inputs, projection):
     """The gradient of `sum(logits * projection)` for each trainable weight, as NumPy."""
-    feed = inputs if len(inputs) > 1 else next(iter(inputs.values()))
+    feed = model_feed(inputs)
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
@@ -114,7 +118,7 @@ def weight_gradients(model, inputs, projection):
 def test_every_input_moves_the_outputs_and_every_weight_gets_gradient(rng, name, options):
     build, _, causal_inputs = MODELS[name]
     model = build(**options)
-    inputs = batch(model, rng, causal_inputs, options)
+    inputs = batch(rng, causal_inputs, options)
     logits = call(model, inputs)
     assert np.all(np.isfinite(logits))
     position = L // 2
