@@ -17,6 +17,7 @@ defaults were not tuned on.
 
     python benchmarks/translate_quality.py --budgets 60 180 600 1800 --sides transformer rnn-attention keras-hub
     python benchmarks/translate_quality.py --budgets 600 --exclude indico
+    python benchmarks/translate_quality.py --budgets 600 --files train.tsv valid.tsv test.tsv   # another corpus
 
 Prints a Markdown table (one row per side and budget) and writes every run under --output-dir.
 """
@@ -116,12 +117,18 @@ def main(argv=None):
     parser.add_argument("--budgets", type=float, nargs="+", default=[600.0], help="training budgets in seconds")
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument("--exclude", metavar="ORIGIN", help="train without this package's catalogs and score on them")
+    parser.add_argument("--files", nargs=3, metavar=("TRAIN", "VALID", "TEST"),
+                        help="another corpus instead of software_en_fr: train, valid and test TSV files (`source<TAB>target`)")
     parser.add_argument("--backend", default="tensorflow")
     parser.add_argument("--output-dir", default="runs/translate_quality")
     args = parser.parse_args(argv)
     args.output_dir = os.path.abspath(args.output_dir)  # the runs start in the repository's root
     os.makedirs(args.output_dir, exist_ok=True)
-    paths, sizes = data_files(args.output_dir, args.exclude)
+    if args.files:
+        paths = dict(zip(("train", "valid", "evaluation"), map(os.path.abspath, args.files)))
+        sizes = {name: sum(1 for _ in open(path, encoding="utf-8")) for name, path in paths.items()}
+    else:
+        paths, sizes = data_files(args.output_dir, args.exclude)
     with open(paths["evaluation"], encoding="utf-8") as f:
         evaluation = [tuple(line.split("\t")) for line in f.read().splitlines()]
     print(f"data: {sizes}; evaluation on {'origin ' + args.exclude if args.exclude else 'the test split'}", flush=True)

@@ -88,7 +88,11 @@ def export_classifier(model, vocabulary, labels, path, sequence_length):
 
 
 def export_tagger(model, vocabulary, tags, path, sequence_length):
-    """Write a SavedModel whose `tag(strings (B,)) -> strings (B,)` gives one tag per whitespace token, space-separated."""
+    """Write a SavedModel whose `tag(strings (B,)) -> strings (B,)` gives one tag per whitespace token, space-separated.
+
+    `tags[0]` names the padding class (id 0, never a real token's tag), so the
+    most likely of the other tags is given.
+    """
     import tensorflow as tf
 
     _require_tensorflow_backend("export_tagger")
@@ -100,7 +104,7 @@ def export_tagger(model, vocabulary, tags, path, sequence_length):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def tag(sentences):
         ids = vocabulary.encode(sentences, table=module.table)[:, :sequence_length].to_tensor(shape=[None, sequence_length])
-        predicted = tf.gather(tag_names, tf.argmax(module.model(ids, training=False), axis=-1))
+        predicted = tf.gather(tag_names, tf.argmax(module.model(ids, training=False)[..., 1:], axis=-1) + 1)
         return tf.strings.reduce_join(tf.ragged.boolean_mask(predicted, ids > 0), axis=-1, separator=" ")
 
     module.tag = tag

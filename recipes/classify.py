@@ -32,7 +32,13 @@ def parse(argv=None):
                    help="most frequent words kept (subword: an upper bound on the pieces)")
     common.add_subword_flags(p)
     p.add_argument("--hidden-dim", type=int, default=64, help="LSTM units per direction / Transformer width")
+    common.add_validation_flags(p, "accuracy", warmup=0.02)
     return p.parse_args(argv)
+
+
+def peak_learning_rate(args):
+    """The learning rate at the end of warm-up: the flag's, else 2e-3."""
+    return args.learning_rate or 2e-3
 
 
 def load_examples(args):
@@ -91,13 +97,17 @@ def run(args):
                 intermediate_dim=2 * args.hidden_dim,
             )
         model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate or 2e-3, clipnorm=1.0),
+            optimizer=keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
         )
         return model
 
-    model, history, train_seconds, _ = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["accuracy"])
+    model, history, train_seconds, validation = common.train(
+        args, build_and_compile, batches, None, learning_rate=(peak_learning_rate(args), args.warmup),
+        score=score, monitor="accuracy",
+    )
     classifier = common.export_and_load(args, "classify", vocab, labels=labels, sequence_length=length)
     texts = [t for _, t in valid_examples]
     predictions = []
@@ -108,7 +118,8 @@ def run(args):
     metrics = {
         "accuracy": float(np.mean([p == r for p, r in zip(predictions, references)])),
         "majority_baseline": max(references.count(label) for label in labels) / len(references),
-        "valid_loss": history["val_loss"][-1] if history.get("val_loss") else None,
+        "best_validation_accuracy": validation.best,
+        "weights": validation.chosen,
         "epochs": len(history.get("loss", [])),
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),

@@ -68,13 +68,26 @@ def parser(name, description, data_help, models, default_model, epochs, batch_si
     return p
 
 
+def add_validation_flags(p, score, warmup):
+    """The flags of training to a budget with validation: warm-up share, patience, averaging, validation period.
+
+    `score` names what validation measures (e.g. "BLEU", "perplexity").
+    """
+    p.add_argument("--warmup", type=float, default=warmup, help="share of the budget over which the learning rate warms up")
+    p.add_argument("--patience", type=int, help=f"stop after this many validations without a {score} gain (default: never)")
+    p.add_argument("--average-last", type=int, default=1, metavar="K",
+                   help=f"at the end, average the weights of the last K validations and keep them if their {score} is as good")
+    p.add_argument("--validate-every", type=float, metavar="S",
+                   help="also validate within an epoch once S seconds have passed since the last validation (long epochs)")
+
+
 def check_arguments(args):
     """Reject values argparse lets through (type is right, value is not)."""
-    for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size"):
+    for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size", "validate_sentences", "average_last", "patience"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {value}")
-    for flag in ("max_seconds", "learning_rate"):
+    for flag in ("max_seconds", "learning_rate", "validate_every"):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a number > 0, got {value}")
@@ -195,15 +208,17 @@ def vocabularies(args, build):
     return result
 
 
-def train(args, build_and_compile, batches, valid, learning_rate=None, score=None, monitor=None):
+def train(args, build_and_compile, batches, valid, learning_rate=None, score=None, monitor=None, mode="max"):
     """Build (or resume) and fit a model; returns `(model, history, training seconds, validation)`.
 
     `build_and_compile(steps_per_epoch)` returns a compiled model; `batches(seed,
     first_epoch, epochs)` the training batches (one epoch when `seed` is None);
-    `valid` the validation batches. `learning_rate=(peak, warmup share)` sets the
+    `valid` the validation batches (None: none for `fit`, e.g. when `score` evaluates
+    them itself). `learning_rate=(peak, warmup share)` sets the
     optimizer's rate from the budget spent (`WarmupLinearDecay`); `score(model) ->
     {name: value}` validates after each epoch, keeping the best weights by `monitor`
-    (`BestByValidation`, returned as `validation`; None without `score`).
+    (`mode` "max" or "min": which way is better; `BestByValidation`, returned as
+    `validation`; None without `score`).
     """
     import tensorflow as tf
 
@@ -211,8 +226,9 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     from keras_seq.data import pipeline
 
     steps_per_epoch = pipeline.count_batches(batches(None, 0, 1))
-    # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
-    valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
+    if valid is not None:
+        # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
+        valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
     model, state = resume_state(args)
     with distribution_scope(args):
         if model is None:
@@ -227,7 +243,7 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     validation = None
     if score is not None:
         validation = training.BestByValidation(
-            score, monitor, patience=args.patience, average_last=args.average_last,
+            score, monitor, mode=mode, patience=args.patience, average_last=args.average_last,
             every_seconds=args.validate_every, path=os.path.join(args.output_dir, BEST_WEIGHTS),
         )
         if "validation" in state:
@@ -248,11 +264,20 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
         )
     history = state["history"]
     if validation is not None and validation.chosen != "last":
-        print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.2f})")
+        print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
     model.save(os.path.join(args.output_dir, "model.keras"))
     if history:
         plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
     return model, history, budget.elapsed(), validation
+
+
+def evaluated(valid, name, of_logs):
+    """A `score` for `train`: `{name: of_logs(logs)}` from one `model.evaluate` pass over `valid` (logs as a dict)."""
+
+    def score(model):
+        return {name: float(of_logs(model.evaluate(valid, verbose=0, return_dict=True)))}
+
+    return score
 
 
 def _weights_in(model, path):

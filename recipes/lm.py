@@ -25,13 +25,14 @@ MODELS = ("lstm", "transformer")
 
 
 def parse(argv=None):
-    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=20, batch_size=8)
+    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=60, batch_size=32)
     p.add_argument("--level", choices=("char", "word", "subword"), default="char",
                    help="what a token is (subword: SentencePiece pieces with byte fallback, trained on the training text's lines)")
     p.add_argument("--vocab-size", type=int, default=4000, help="subword: an upper bound on the pieces")
     common.add_subword_flags(p)
     p.add_argument("--window", type=int, default=64, help="tokens per training window (truncated backpropagation length)")
     p.add_argument("--hidden-dim", type=int, default=256, help="LSTM units / Transformer width")
+    common.add_validation_flags(p, "perplexity", warmup=0.02)
     p.add_argument("--prompt", default="Alice was", help="text to continue after training")
     p.add_argument("--generate-length", type=int, default=120, help="tokens to add to --prompt")
     p.add_argument("--strategy", choices=("greedy", "top_k", "top_p", "sample"), default="top_k", help="decoding strategy for --prompt")
@@ -48,6 +49,11 @@ def load_text(args):
     book = alice_text()
     cut = book.rindex("\n", 0, int(len(book) * 0.9))
     return book[:cut], book[cut:]
+
+
+def peak_learning_rate(args):
+    """The learning rate at the end of warm-up: the flag's, else the model family's."""
+    return args.learning_rate or (3e-3 if args.model == "lstm" else 2e-3)
 
 
 def windows(stream, window, limit=None):
@@ -114,13 +120,17 @@ def run(args):
                 num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=0.1,
             )
         model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate or 2e-3, clipnorm=1.0),
+            optimizer=keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[ks.metrics.Perplexity(ignore_index=0)],
         )
         return model
 
-    model, history, train_seconds, _ = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid_rows))
+    score = common.evaluated(batches(None, 0, 1, valid_rows), "perplexity", lambda logs: math.exp(logs["loss"]))
+    model, history, train_seconds, validation = common.train(
+        args, build_and_compile, batches, None, learning_rate=(peak_learning_rate(args), args.warmup),
+        score=score, monitor="perplexity", mode="min",
+    )
     # Valid windows split in half: the first half is the prompt, the exported model continues it.
     half = args.window // 2
     rows = np.asarray(valid_rows, "int32")
@@ -134,10 +144,11 @@ def run(args):
     longest = model.get_config().get("sequence_length") or prompt.shape[1] + args.generate_length  # a Transformer's limit
     generated = model.generate(prompt, min(prompt.shape[1] + args.generate_length, longest), strategy=args.strategy, k=5, seed=args.seed)
     sample = decode(np.asarray(generated))[0]  # the prompt as the model read it, then its continuation
-    valid_loss = history["val_loss"][-1] if history.get("val_loss") else model.evaluate(batches(None, 0, 1, valid_rows), verbose=0)[0]
+    perplexity = validation.best if validation.best is not None else score(model)["perplexity"]
     metrics = {
-        "perplexity": math.exp(valid_loss),
-        "valid_loss": valid_loss,
+        "perplexity": perplexity,
+        "valid_loss": math.log(perplexity),
+        "weights": validation.chosen,
         "epochs": len(history.get("loss", [])),
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),

@@ -30,7 +30,13 @@ def parse(argv=None):
     p.add_argument("--max-length", type=int, default=128, help="sentences are cut to this many tokens")
     p.add_argument("--vocabulary-size", type=int, default=30000, help="most frequent tokens kept")
     p.add_argument("--hidden-dim", type=int, default=64, help="LSTM units per direction")
+    common.add_validation_flags(p, "token accuracy", warmup=0.02)
     return p.parse_args(argv)
+
+
+def peak_learning_rate(args):
+    """The learning rate at the end of warm-up: the flag's, else 3e-3."""
+    return args.learning_rate or 3e-3
 
 
 def load_sentences(args):
@@ -79,13 +85,17 @@ def run(args):
     def build_and_compile(steps_per_epoch):
         model = ks.models.rnn_tagger(len(vocab["text"]), len(tags), embedding_dim=args.hidden_dim, units=args.hidden_dim)
         model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate or 3e-3, clipnorm=1.0),
+            optimizer=keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0),
             loss=ks.losses.LabelSmoothingCrossEntropy(0.0, ignore_index=0),
             metrics=[ks.metrics.MaskedAccuracy(ignore_index=0)],
         )
         return model
 
-    model, history, train_seconds, _ = common.train(args, build_and_compile, batches, batches(None, 0, 1, valid))
+    score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["masked_accuracy"])
+    model, history, train_seconds, validation = common.train(
+        args, build_and_compile, batches, None, learning_rate=(peak_learning_rate(args), args.warmup),
+        score=score, monitor="accuracy",
+    )
     tagger = common.export_and_load(args, "tag", vocab, tags=tags, sequence_length=length)
     sentences = joined(valid_sentences)
     predictions = []
@@ -97,6 +107,8 @@ def run(args):
     metrics = {
         "accuracy": float(np.mean([p == r for p, r in pairs])),
         "sentence_accuracy": float(np.mean([p == r for p, r in zip(predictions, references)])),
+        "best_validation_accuracy": validation.best,
+        "weights": validation.chosen,
         "epochs": len(history.get("loss", [])),
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.monotonic() - started, 1),

@@ -60,16 +60,11 @@ def parse(argv=None):
     p.add_argument("--layers", type=int, default=2, help="Transformer blocks in the encoder and in the decoder")
     p.add_argument("--dropout", type=float, default=0.1, help="Transformer dropout rate")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of the label-smoothed cross-entropy")
-    p.add_argument("--warmup", type=float, default=0.05, help="share of the budget over which the learning rate warms up")
+    common.add_validation_flags(p, "BLEU", warmup=0.05)
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha of the beam search")
-    p.add_argument("--patience", type=int, help="stop after this many validations without a BLEU gain (default: never)")
-    p.add_argument("--average-last", type=int, default=1, metavar="K",
-                   help="at the end, average the weights of the last K validations and keep them if their BLEU is as good")
     p.add_argument("--validate-sentences", type=int, default=300, metavar="N",
                    help="valid sentences translated greedily after each epoch for the validation BLEU")
-    p.add_argument("--validate-every", type=float, metavar="S",
-                   help="also validate within an epoch once S seconds have passed since the last validation (long epochs)")
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
     p.add_argument("--input-feeding", action="store_true",
                    help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
@@ -210,11 +205,6 @@ def run(args):
     started = time.monotonic()
     if args.input_feeding and args.model != "rnn-attention":
         raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
-    for flag in ("validate_sentences", "average_last", "patience"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise common.UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {getattr(args, flag)}")
-    if args.validate_every is not None and not args.validate_every > 0:
-        raise common.UsageError(f"--validate-every: expected a number of seconds > 0, got {args.validate_every}")
     if args.vocab_size is None:
         args.vocab_size = SUBWORD_SIZE if args.vocabulary == "subword" else WORD_SIZE
     train_pairs, valid_pairs = load_pairs(args)

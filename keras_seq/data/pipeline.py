@@ -12,10 +12,16 @@ from keras_seq import _backend
 
 
 def bucket_edges(max_length, smallest=8):
-    """Padded lengths 8, 16, 32, ... up to the first that holds `max_length` ids."""
+    """Padded lengths 8, 16, 32, ... below `max_length`, then `max_length` itself.
+
+    The last edge is the longest sequence rather than the next power of two: a
+    window of 65 tokens is padded to 65, not 128 (twice the recurrent steps).
+    """
     edges = [smallest]
-    while edges[-1] < max_length:
+    while edges[-1] * 2 < max_length:
         edges.append(edges[-1] * 2)
+    if max_length > smallest:
+        edges.append(max_length)
     return edges
 
 

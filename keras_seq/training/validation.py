@@ -15,7 +15,8 @@ class BestByValidation(keras.callbacks.Callback):
     `score(model) -> {name: value}` runs after every epoch, and within an epoch once
     `every_seconds` have passed since the last one (when given); each value is
     logged as `val_<name>` (epoch-end scores go into the history, TensorBoard and
-    the recipes' curves). Scores are "higher is better" (BLEU, chrF, accuracy):
+    the recipes' curves). `mode="max"` takes higher as better (BLEU, chrF,
+    accuracy), `mode="min"` lower (perplexity, loss), as in Keras' `ModelCheckpoint`:
     the weights with the best `monitor` are kept (in memory, and in `path` when
     given), and training stops after `patience` scores without a gain (None: never).
     At the end of training the best weights are restored; with `average_last=K > 1`
@@ -28,14 +29,16 @@ class BestByValidation(keras.callbacks.Callback):
     says what was restored at the end (`"best"`, `"average of K"` or `"last"`).
     """
 
-    def __init__(self, score, monitor, patience=None, average_last=1, every_seconds=None, path=None, verbose=True):
+    def __init__(self, score, monitor, mode="max", patience=None, average_last=1, every_seconds=None, path=None, verbose=True):
         super().__init__()
+        if mode not in ("max", "min"):
+            v.fail("BestByValidation", "mode", "'max' or 'min'", repr(mode))
         if patience is not None:
             v.check_positive_int("BestByValidation", "patience", patience)
         v.check_positive_int("BestByValidation", "average_last", average_last)
         if every_seconds is not None:
             v.check_positive_number("BestByValidation", "every_seconds", every_seconds)
-        self.score, self.monitor, self.patience = score, monitor, patience
+        self.score, self.monitor, self.mode, self.patience = score, monitor, mode, patience
         self.average_last, self.every_seconds, self.path, self.verbose = average_last, every_seconds, path, verbose
         self.history, self.best, self.best_weights, self.chosen = [], None, None, "last"
         self.evaluations_without_gain = 0
@@ -55,7 +58,7 @@ class BestByValidation(keras.callbacks.Callback):
         weights = self.model.get_weights()
         self._recent = (self._recent + [weights])[-self.average_last :]
         value = scores[self.monitor]
-        if self.best is None or value > self.best:
+        if self.best is None or self._better(value, self.best):
             self.best, self.best_weights, self.evaluations_without_gain = value, weights, 0
             if self.path:
                 self.model.save_weights(self.path)
@@ -64,9 +67,12 @@ class BestByValidation(keras.callbacks.Callback):
         if self.patience is not None and self.evaluations_without_gain >= self.patience:
             self.model.stop_training = True
         if self.verbose:
-            shown = ", ".join(f"{name} {value:.2f}" for name, value in scores.items())
-            print(f"validation: {shown} (best {self.monitor} {self.best:.2f}, {self.evaluations_without_gain} without gain)", flush=True)
+            shown = ", ".join(f"{name} {value:.4g}" for name, value in scores.items())
+            print(f"validation: {shown} (best {self.monitor} {self.best:.4g}, {self.evaluations_without_gain} without gain)", flush=True)
         return scores
+
+    def _better(self, value, than):
+        return value > than if self.mode == "max" else value < than
 
     def on_train_batch_end(self, batch, logs=None):
         if self.every_seconds is not None and time.monotonic() - self._last >= self.every_seconds:
@@ -86,12 +92,12 @@ class BestByValidation(keras.callbacks.Callback):
             average = [np.mean(arrays, axis=0).astype(arrays[0].dtype) for arrays in zip(*self._recent)]
             self.model.set_weights(average)
             value = float(self.score(self.model)[self.monitor])
-            if value >= self.best:
+            if not self._better(self.best, value):
                 self.best, self.best_weights, self.chosen = value, average, f"average of {len(self._recent)}"
                 if self.path:
                     self.model.save_weights(self.path)
             else:
                 self.model.set_weights(self.best_weights)
             if self.verbose:
-                print(f"validation: the average of the last {len(self._recent)} gives {self.monitor} {value:.2f}; "
+                print(f"validation: the average of the last {len(self._recent)} gives {self.monitor} {value:.4g}; "
                       f"kept the {self.chosen}", flush=True)

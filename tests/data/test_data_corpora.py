@@ -100,3 +100,74 @@ def test_catalog_pairs_read_mo_files():
 )
 def test_clean_pair(pair, expected):
     assert build.clean_pair(*pair) == expected
+
+
+@pytest.mark.parametrize("corpus, filename", [("loc_workshop_en", "lines.tsv.gz"), ("sotu_en", "addresses.tsv.gz")])
+def test_each_corpus_has_provenance_a_licence_and_its_writers_bytes(corpus, filename):
+    folder = resources.files(corpora).joinpath(corpus)
+    provenance = folder.joinpath("PROVENANCE.md").read_text(encoding="utf-8")
+    assert re.search(r"sha256 `[0-9a-f]{64}`", provenance) and "public domain" in provenance.lower()
+    assert any(name.name.endswith(".txt") for name in folder.joinpath("LICENSES").iterdir())
+    shipped = folder.joinpath(filename).read_bytes()
+    rows = [tuple(line.split("\t")) for line in gzip.decompress(shipped).decode("utf-8").splitlines()]
+    written = io.BytesIO()
+    build.write_rows(rows, written)
+    assert written.getvalue() == shipped
+
+
+def test_loc_workshop_en_is_real_prose_in_hashed_paragraphs():
+    splits = {split: corpora.loc_workshop_en(split) for split in corpora.SPLITS}
+    assert 200_000 <= len(splits["train"]) <= 1_000_000 and all(len(splits[s]) >= 10_000 for s in ("valid", "test"))
+    for split, text in splits.items():
+        paragraphs = [p for p in text.split("\n\n") if p.strip()]
+        assert all(build.split_of(p) == split for p in paragraphs)
+    assert "Gutenberg Etext" not in "".join(splits.values()) and "\r" not in splits["train"]
+    with pytest.raises(ValueError, match=r"loc_workshop_en: `split` expected one of"):
+        corpora.loc_workshop_en("dev")
+
+
+def test_prose_rows_keep_paragraphs_whole():
+    text = "The Project Gutenberg Etext of X\r\n\r\nOne line,  \r\nthe same paragraph.\r\n\r\n\r\nAnother.\r\n*End of The Project Gutenberg Etext of X\r\n"
+    rows = build.prose_rows(text)
+    first, second = "One line,\nthe same paragraph.", "Another."
+    assert rows == [(build.split_of(first), "One line,"), (build.split_of(first), "the same paragraph."), (build.split_of(first), ""),
+                    (build.split_of(second), "Another."), (build.split_of(second), "")]
+
+
+def test_sotu_addresses_are_split_whole_and_cleaned():
+    addresses = {split: corpora.sotu_addresses(split) for split in corpora.SPLITS}
+    assert sum(map(len, addresses.values())) == 233 and all(len(a) >= 10 for a in addresses.values())
+    keys = {split: {(a["year"], a["president"]) for a in rows} for split, rows in addresses.items()}
+    assert not (keys["train"] & keys["valid"]) and not (keys["train"] & keys["test"]) and not (keys["valid"] & keys["test"])
+    assert all(build.split_of(f"{year} {president}", held_out=10) == split for split, k in keys.items() for year, president in k)
+    assert not any("(Applause" in a["text"] for rows in addresses.values() for a in rows)
+
+
+def test_address_rows_drop_audience_reactions():
+    rows = build.address_rows([{"year": 2000, "name": "A B", "party": "P", "text": "Thank you. (Applause.)  We will\u2014(applause)\u2014go on."}])
+    assert rows == [(build.split_of("2000 A B", held_out=10), "2000", "A B", "P", "Thank you. We will go on.")]
+
+
+def test_sotu_party_passages_are_whole_sentences_of_two_parties():
+    passages = corpora.sotu_party_passages("valid")
+    assert len(passages) >= 500 and {label for label, _ in passages} == {"Democratic", "Republican"}
+    assert all(len(text.split()) >= 60 for _, text in passages)
+    ends = [text.rstrip()[-1] in ".!?\"')]\u201d" for _, text in passages]  # a few end inside a table of figures
+    assert sum(ends) >= 0.99 * len(passages)
+
+
+def test_sotu_punctuation_tags_the_mark_after_each_word():
+    sequences = corpora.sotu_punctuation("valid", length=40)
+    assert len(sequences) >= 1000 and all(len(s) == 40 for s in sequences)
+    tags = {tag for s in sequences for _, tag in s}
+    assert tags == {"O", "COMMA", "PERIOD", "QUESTION"}
+    assert all(word == word.lower() and word[-1].isalnum() for s in sequences for word, _ in s)
+
+
+def test_punctuation_tags_read_the_mark_after_each_word():
+    text = 'Is it "war?" No, Sir: we (the people) shall \u2014 I trust \u2014 prevail; and win. "Yes!" 1,000,000 men.'
+    assert corpora.punctuation_tags(text) == [
+        ("is", "O"), ("it", "O"), ("war", "QUESTION"), ("no", "COMMA"), ("sir", "COMMA"), ("we", "O"), ("the", "O"),
+        ("people", "O"), ("shall", "O"), ("i", "O"), ("trust", "O"), ("prevail", "PERIOD"), ("and", "O"),
+        ("win", "PERIOD"), ("yes", "PERIOD"), ("1,000,000", "O"), ("men", "PERIOD"),
+    ]

