@@ -16,7 +16,7 @@ PyTorch; token ids are drawn from `[1, V)`, so nothing is padding:
   `v^T tanh(W s_i + U h_j)` over the unpadded source, `tanh(W_c [c_i; s_i])`, logits);
   and, for reference, the textbook PyTorch Bahdanau decoder that feeds the context
   into a `nn.GRUCell` step by step (scores from `s_{i-1}`), the twin of
-  `rnn_seq2seq(..., input_feeding=True)` (seed 000 eq. 4.2-4.5), measured too. Tokens/s
+  `rnn_seq2seq(..., input_feeding=True)` (Bahdanau et al., 2015, sec. 3.1), measured too. Tokens/s
   counts target tokens (B*T). Goal: the fastest keras_seq backend at least matches PyTorch.
   On a GPU the PyTorch twins run in every backend's process, so each keras_seq row
   has a PyTorch reference timed in the same rounds; on a CPU only in the torch

@@ -1,4 +1,4 @@
-"""Label-smoothed cross-entropy (seed 000 eq. 6.1-6.3) and Keras' sparse cross-entropy, computed without a one-hot."""
+"""Label-smoothed cross-entropy (Szegedy et al., 2016, sec. 7) and Keras' sparse cross-entropy, computed without a one-hot."""
 
 import keras
 from keras import ops
@@ -45,7 +45,7 @@ def known_target_nll(y_pred, targets, from_logits=True):
 
 
 def uniform_nll(y_pred, from_logits=True):
-    """`mean_k(-log q(k))` per position, in float32 (the uniform prior's term of eq. 6.3)."""
+    """`mean_k(-log q(k))` per position, in float32 (the uniform prior's term of the smoothed targets)."""
     y_pred = ops.cast(y_pred, "float32")
     if from_logits:
         return ops.logsumexp(y_pred, axis=-1) - ops.mean(y_pred, axis=-1)
@@ -77,7 +77,7 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_cl
 class SparseCategoricalCrossentropy(keras.losses.SparseCategoricalCrossentropy):
     """`keras.losses.SparseCategoricalCrossentropy` (same arguments, same loss) computed faster.
 
-    Eq. 6.1 of seed 000 with the one-hot target `p(k) = delta(k, y)`: per position
+    The cross-entropy (Murphy, 2022, sec. 6.1.2) with the one-hot target `p(k) = delta(k, y)`: per position
     `-log softmax(z)_y`, whose gradient with respect to the logits is
     `softmax(z) - onehot(y)`. From logits it goes through `target_nll`: no `(..., V)`
     one-hot (Keras' JAX op builds one) and no move of the class axis (Keras' torch op
@@ -109,7 +109,7 @@ class SparseCategoricalCrossentropy(keras.losses.SparseCategoricalCrossentropy):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class LabelSmoothingCrossEntropy(keras.losses.Loss):
-    """Cross-entropy `H(q', p)` (eq. 6.1) against the smoothed targets of eq. 6.3.
+    """Cross-entropy `H(q', p)` against the smoothed targets `q'` of Szegedy et al. (2016, sec. 7).
 
     `q'(k) = (1 - epsilon) * onehot(y)(k) + epsilon / V` (the uniform prior u(k) =
     1/V), so per position

@@ -4,7 +4,8 @@ Trains a bidirectional LSTM (default) or an encoder-only Transformer with `model
 reports valid accuracy, and exports a SavedModel whose `classify` signature takes raw
 strings and returns the label and the class probabilities.
 
-    python -m recipes.classify                       # embedded reviews (negation, "but")
+    python -m recipes.classify                       # State of the Union passages -> party, 180 s
+    python -m recipes.classify --data reviews --epochs 4   # the built reviews (negation, "but")
     python -m recipes.classify --train train.tsv --valid valid.tsv --model transformer
     python -m recipes.classify --tfds imdb_reviews --max-length 256
 """
@@ -17,14 +18,24 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import loaders, phrasebook, pipeline, text
+from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
 from recipes import common
 
-MODELS = ("bilstm", "transformer")
+# Model family -> its defaults of the flags that depend on it.
+MODELS = {"bilstm": {"learning_rate": 2e-3}, "transformer": {"learning_rate": 2e-3}}
+# Embedded data, used when no --train/--tfds: name -> (train, valid) lists of (label, text).
+DATA = {
+    "sotu-party": lambda: (corpora.sotu_party_passages("train"), corpora.sotu_party_passages("valid")),
+    "reviews": phrasebook.sentiment_reviews,
+}
 
 
 def parse(argv=None):
-    p = common.parser("classify", __doc__.split("\n\n")[0], "UTF-8 TSV `label<TAB>text`", MODELS, "bilstm", epochs=4, batch_size=64)
+    p = common.parser("classify", __doc__.split("\n\n")[0], "UTF-8 TSV `label<TAB>text`", MODELS, "bilstm", epochs=None, batch_size=64,
+                      max_seconds=180)
+    p.add_argument("--data", choices=DATA, default="sotu-party",
+                   help="embedded data when no --train/--tfds: State of the Union passages labelled with the president's "
+                        "party (real, keras_seq/data/corpora/sotu_en) or the built reviews")
     p.add_argument("--max-length", type=int, default=256, help="texts are cut to this many tokens")
     p.add_argument("--vocabulary", choices=("word", "subword"), default="word",
                    help="word: the most frequent lowercased words; subword: SentencePiece pieces with byte fallback (no unknown characters)")
@@ -36,19 +47,9 @@ def parse(argv=None):
     return p.parse_args(argv)
 
 
-def peak_learning_rate(args):
-    """The learning rate at the end of warm-up: the flag's, else 2e-3."""
-    return args.learning_rate or 2e-3
-
-
 def load_examples(args):
     """`(train, valid)` lists of (label, text)."""
-    if args.train:
-        train, valid = loaders.read_labelled_tsv(args.train), loaders.read_labelled_tsv(args.valid)
-    elif args.tfds:
-        train, valid, _ = loaders.tfds_splits(args.tfds, "classify", data_dir=args.tfds_data_dir)
-    else:
-        train, valid = phrasebook.sentiment_reviews()
+    train, valid = common.load_splits(args, "classify", loaders.read_labelled_tsv, DATA)
     return train[: args.max_examples], valid
 
 
@@ -97,7 +98,7 @@ def run(args):
                 intermediate_dim=2 * args.hidden_dim,
             )
         model.compile(
-            optimizer=keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0),
+            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
         )
@@ -105,7 +106,7 @@ def run(args):
 
     score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["accuracy"])
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, None, learning_rate=(peak_learning_rate(args), args.warmup),
+        args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="accuracy",
     )
     classifier = common.export_and_load(args, "classify", vocab, labels=labels, sequence_length=length)

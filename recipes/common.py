@@ -14,6 +14,19 @@ CHECKPOINT_STATE = "checkpoint.json"
 BEST_WEIGHTS = "best.weights.h5"
 
 
+def load_splits(args, task, read, embedded):
+    """`(train, valid)` of the chosen data: `--train`/`--valid` (each file through `read`), `--tfds`, or
+    the embedded data set `args.data` (`embedded` maps its name to a function returning both)."""
+    from keras_seq.data import loaders
+
+    if args.train:
+        return read(args.train), read(args.valid)
+    if args.tfds:
+        train, valid, _ = loaders.tfds_splits(args.tfds, task, data_dir=args.tfds_data_dir)
+        return train, valid
+    return embedded[args.data]()
+
+
 class UsageError(ValueError):
     """Bad input from the user: reported as one line, exit status 2."""
 
@@ -29,8 +42,12 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 MAX_EPOCHS = 1000
 
 
-def parser(name, description, data_help, models, default_model, epochs, batch_size, max_seconds=None):
+def parser(name, description, data_help, model_defaults, default_model, epochs, batch_size, max_seconds=None):
     """An `ArgumentParser` with the flags every recipe has (API.md, section recipes).
+
+    `model_defaults` maps each model family (the `--model` choices) to the defaults
+    that depend on it, `{flag: value}` with at least `learning_rate` (the peak); a
+    flag left out on the command line takes its model's value (`check_arguments`).
 
     `epochs` and `max_seconds` are the recipe's budget when neither flag is given;
     one flag alone is the whole budget (`--max-seconds S` alone trains for S seconds
@@ -44,7 +61,7 @@ def parser(name, description, data_help, models, default_model, epochs, batch_si
     data.add_argument("--tfds-data-dir", metavar="DIR", help="where TensorFlow Datasets keeps its data")
     data.add_argument("--max-examples", type=int, metavar="N", help="use at most N training examples")
     training = p.add_argument_group("training")
-    training.add_argument("--model", choices=models, default=default_model, help="model family")
+    training.add_argument("--model", choices=model_defaults, default=default_model, help="model family")
     default_budget = " and ".join(f for f in (epochs and f"{epochs} epochs", max_seconds and f"{max_seconds:g} seconds") if f)
     training.add_argument(
         "--epochs", type=int,
@@ -56,7 +73,11 @@ def parser(name, description, data_help, models, default_model, epochs, batch_si
     )
     p.set_defaults(default_epochs=epochs, default_seconds=max_seconds)
     training.add_argument("--batch-size", type=int, default=batch_size, help="examples per training batch")
-    training.add_argument("--learning-rate", type=float, help="peak learning rate (default: the model family's)")
+    training.add_argument(
+        "--learning-rate", type=float,
+        help="peak learning rate (default: " + ", ".join(f"{m} {d['learning_rate']:g}" for m, d in model_defaults.items()) + ")",
+    )
+    p.set_defaults(model_defaults=model_defaults)
     training.add_argument("--seed", type=int, default=0, help="seeds weights, dropout and shuffling: a run repeats on a backend")
     training.add_argument("--resume", action="store_true", help="continue from the checkpoint in --output-dir")
     training.add_argument(
@@ -91,6 +112,9 @@ def check_arguments(args):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a number > 0, got {value}")
+    for flag, value in args.model_defaults[args.model].items():
+        if getattr(args, flag) is None:
+            setattr(args, flag, value)
     if args.epochs is None and args.max_seconds is None:
         args.epochs, args.max_seconds = args.default_epochs, args.default_seconds
     if (args.train is None) != (args.valid is None):
@@ -358,7 +382,7 @@ def plot_attention(examples, path, title):
 
 
 def plot_sinusoidal_encoding(path, length=100, depth=128):
-    """Seed 000, figure 5: the sinusoidal position encoding PE[pos, i] as an image, and four of its dimensions."""
+    """The sinusoidal encoding PE[pos, i] of Vaswani et al. (2017, sec. 3.5) as an image, and four of its dimensions."""
     from keras_seq.layers.embedding import sinusoidal_position_encoding
 
     plt = _pyplot()

@@ -4,8 +4,9 @@ Trains a character-level (or `--level word`) LSTM language model (default) or a
 GPT-style Transformer with `model.fit` on consecutive windows of the text, reports
 valid perplexity, and continues `--prompt` with cached decoding.
 
-    python -m recipes.lm                              # embedded Alice in Wonderland, chapter 1
-    python -m recipes.lm --prompt "Alice was" --model transformer
+    python -m recipes.lm                              # LOC workshop prose (characters), 180 s
+    python -m recipes.lm --data alice --epochs 60      # Alice in Wonderland, chapter 1
+    python -m recipes.lm --prompt "Electronic texts" --model transformer
     python -m recipes.lm --train book.txt --valid book_valid.txt --level word
     python -m recipes.lm --tfds tiny_shakespeare
 """
@@ -18,14 +19,32 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import alice_text, loaders, pipeline, text
+from keras_seq.data import alice_text, corpora, loaders, pipeline, text
 from recipes import common
 
-MODELS = ("lstm", "transformer")
+# Model family -> its defaults of the flags that depend on it.
+MODELS = {"lstm": {"learning_rate": 3e-3}, "transformer": {"learning_rate": 2e-3}}
+
+
+def _alice():
+    """Alice chapter 1 with its last tenth (from a line end) held out."""
+    book = alice_text()
+    cut = book.rindex("\n", 0, int(len(book) * 0.9))
+    return book[:cut], book[cut:]
+
+
+# Embedded data, used when no --train/--tfds: name -> ((train, valid) texts, the default prompt).
+DATA = {
+    "workshop": (lambda: (corpora.loc_workshop_en("train"), corpora.loc_workshop_en("valid")), "Electronic texts"),
+    "alice": (_alice, "Alice was"),
+}
 
 
 def parse(argv=None):
-    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=60, batch_size=32)
+    p = common.parser("lm", __doc__.split("\n\n")[0], "plain UTF-8 text", MODELS, "lstm", epochs=None, batch_size=32, max_seconds=180)
+    p.add_argument("--data", choices=DATA, default="workshop",
+                   help="embedded data when no --train/--tfds: the 1992 Library of Congress workshop on electronic texts "
+                        "(real English prose, keras_seq/data/corpora/loc_workshop_en) or Alice in Wonderland, chapter 1")
     p.add_argument("--level", choices=("char", "word", "subword"), default="char",
                    help="what a token is (subword: SentencePiece pieces with byte fallback, trained on the training text's lines)")
     p.add_argument("--vocab-size", type=int, default=4000, help="subword: an upper bound on the pieces")
@@ -33,27 +52,15 @@ def parse(argv=None):
     p.add_argument("--window", type=int, default=64, help="tokens per training window (truncated backpropagation length)")
     p.add_argument("--hidden-dim", type=int, default=256, help="LSTM units / Transformer width")
     common.add_validation_flags(p, "perplexity", warmup=0.02)
-    p.add_argument("--prompt", default="Alice was", help="text to continue after training")
+    p.add_argument("--prompt", help="text to continue after training (default: the embedded data's, else \"The\")")
     p.add_argument("--generate-length", type=int, default=120, help="tokens to add to --prompt")
     p.add_argument("--strategy", choices=("greedy", "top_k", "top_p", "sample"), default="top_k", help="decoding strategy for --prompt")
     return p.parse_args(argv)
 
 
 def load_text(args):
-    """`(train, valid)` texts: the files, the tfds splits, or Alice with its last tenth held out."""
-    if args.train:
-        return loaders.read_text(args.train), loaders.read_text(args.valid)
-    if args.tfds:
-        train, valid, _ = loaders.tfds_splits(args.tfds, "lm", data_dir=args.tfds_data_dir)
-        return train, valid
-    book = alice_text()
-    cut = book.rindex("\n", 0, int(len(book) * 0.9))
-    return book[:cut], book[cut:]
-
-
-def peak_learning_rate(args):
-    """The learning rate at the end of warm-up: the flag's, else the model family's."""
-    return args.learning_rate or (3e-3 if args.model == "lstm" else 2e-3)
+    """`(train, valid)` texts: the files, the tfds splits or the embedded data."""
+    return common.load_splits(args, "lm", loaders.read_text, {name: load for name, (load, _) in DATA.items()})
 
 
 def windows(stream, window, limit=None):
@@ -87,6 +94,8 @@ def run(args):
     if args.window < 2:
         raise common.UsageError(f"--window: expected at least 2 tokens, got {args.window}")
     train_text, valid_text = load_text(args)
+    if args.prompt is None:
+        args.prompt = "The" if args.train or args.tfds else DATA[args.data][1]
     if args.level == "subword":
         # SentencePiece trains on sentences of bounded length: the text's lines.
         build = lambda: {"text": common.subword_vocabulary(args, train_text.splitlines(), args.vocab_size)}
@@ -120,7 +129,7 @@ def run(args):
                 num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=0.1,
             )
         model.compile(
-            optimizer=keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0),
+            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[ks.metrics.Perplexity(ignore_index=0)],
         )
@@ -128,7 +137,7 @@ def run(args):
 
     score = common.evaluated(batches(None, 0, 1, valid_rows), "perplexity", lambda logs: math.exp(logs["loss"]))
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, None, learning_rate=(peak_learning_rate(args), args.warmup),
+        args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="perplexity", mode="min",
     )
     # Valid windows split in half: the first half is the prompt, the exported model continues it.

@@ -4,7 +4,8 @@ Trains a bidirectional LSTM tagger with `model.fit`, reports token accuracy on t
 valid set, and exports a SavedModel whose `tag` signature takes whitespace-tokenized
 sentences and returns their tags, space-separated.
 
-    python -m recipes.tag                            # embedded English sentences, universal POS tags
+    python -m recipes.tag                            # State of the Union words -> the punctuation after them, 180 s
+    python -m recipes.tag --data phrasebook --epochs 3   # built English sentences, universal POS tags
     python -m recipes.tag --train train.tsv --valid valid.tsv
     python -m recipes.tag --tfds universal_dependencies/en_ewt
 """
@@ -16,17 +17,26 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import loaders, phrasebook, pipeline, text
+from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
 from recipes import common
 
-MODELS = ("bilstm",)
+# Model family -> its defaults of the flags that depend on it.
+MODELS = {"bilstm": {"learning_rate": 3e-3}}
+# Embedded data, used when no --train/--tfds: name -> (train, valid) lists of sentences of (token, tag).
+DATA = {
+    "sotu-punctuation": lambda: (corpora.sotu_punctuation("train"), corpora.sotu_punctuation("valid")),
+    "phrasebook": phrasebook.tagged_sentences,
+}
 
 
 def parse(argv=None):
     p = common.parser(
         "tag", __doc__.split("\n\n")[0], "`token<TAB>tag` lines, a blank line between sequences", MODELS, "bilstm",
-        epochs=3, batch_size=32,
+        epochs=None, batch_size=32, max_seconds=180,
     )
+    p.add_argument("--data", choices=DATA, default="sotu-punctuation",
+                   help="embedded data when no --train/--tfds: State of the Union words tagged with the punctuation "
+                        "after them (real, keras_seq/data/corpora/sotu_en) or the built phrasebook with POS tags")
     p.add_argument("--max-length", type=int, default=128, help="sentences are cut to this many tokens")
     p.add_argument("--vocabulary-size", type=int, default=30000, help="most frequent tokens kept")
     p.add_argument("--hidden-dim", type=int, default=64, help="LSTM units per direction")
@@ -34,19 +44,9 @@ def parse(argv=None):
     return p.parse_args(argv)
 
 
-def peak_learning_rate(args):
-    """The learning rate at the end of warm-up: the flag's, else 3e-3."""
-    return args.learning_rate or 3e-3
-
-
 def load_sentences(args):
     """`(train, valid)` lists of sentences, each a list of (token, tag)."""
-    if args.train:
-        train, valid = loaders.read_tagged(args.train), loaders.read_tagged(args.valid)
-    elif args.tfds:
-        train, valid, _ = loaders.tfds_splits(args.tfds, "tag", data_dir=args.tfds_data_dir)
-    else:
-        train, valid = phrasebook.tagged_sentences()
+    train, valid = common.load_splits(args, "tag", loaders.read_tagged, DATA)
     # Tokens are joined by spaces and split again in the graph: a token holding a space cannot survive that.
     clean = lambda sentences: [[(token.replace(" ", "_"), tag) for token, tag in s] for s in sentences if s]
     return clean(train)[: args.max_examples], clean(valid)
@@ -85,7 +85,7 @@ def run(args):
     def build_and_compile(steps_per_epoch):
         model = ks.models.rnn_tagger(len(vocab["text"]), len(tags), embedding_dim=args.hidden_dim, units=args.hidden_dim)
         model.compile(
-            optimizer=keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0),
+            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
             loss=ks.losses.LabelSmoothingCrossEntropy(0.0, ignore_index=0),
             metrics=[ks.metrics.MaskedAccuracy(ignore_index=0)],
         )
@@ -93,7 +93,7 @@ def run(args):
 
     score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["masked_accuracy"])
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, None, learning_rate=(peak_learning_rate(args), args.warmup),
+        args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="accuracy",
     )
     tagger = common.export_and_load(args, "tag", vocab, tags=tags, sequence_length=length)

@@ -28,9 +28,20 @@ from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
 from keras_seq.metrics.copy_rate import copy_rate
 from recipes import common
 
-MODELS = ("transformer", "rnn-attention", "rnn")
+# Model family -> its defaults of the flags that depend on it. The attentional GRU's width, dropout
+# and rate were chosen by the sweep on real data (benchmarks/RESULTS.md), the Transformer's likewise.
+RNN_DEFAULTS = {"hidden_dim": 192, "dropout": 0.0, "learning_rate": 3e-3}
+MODELS = {
+    "transformer": {"hidden_dim": 128, "dropout": 0.1, "learning_rate": 2e-3},
+    "rnn-attention": RNN_DEFAULTS,
+    "rnn": RNN_DEFAULTS,
+}
 VOCABULARIES = ("subword", "word", "char")
-DATA = ("software", "phrasebook")
+# Embedded data, used when no --train/--tfds: name -> (train, valid) lists of (source, target).
+DATA = {
+    "software": lambda: (corpora.software_en_fr("train"), corpora.software_en_fr("valid")),
+    "phrasebook": phrasebook.english_french_pairs,
+}
 # Default vocabulary sizes. Subword: the best of 2,000 / 4,000 / 8,000 pieces in the sweep on real
 # data (benchmarks/RESULTS.md): the output layer and its softmax are most of a small Transformer's
 # step, so fewer pieces buy more steps within a budget than they cost in longer sequences.
@@ -56,9 +67,12 @@ def parse(argv=None):
     p.add_argument("--separate-vocabularies", action="store_true",
                    help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)")
     p.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out")
-    p.add_argument("--hidden-dim", type=int, default=128, help="model width (Transformer d_model, RNN units)")
+    p.add_argument("--hidden-dim", type=int, help="model width (Transformer d_model, RNN units and embeddings; default: "
+                   + ", ".join(f"{m} {d['hidden_dim']}" for m, d in MODELS.items()) + ")")
     p.add_argument("--layers", type=int, default=2, help="Transformer blocks in the encoder and in the decoder")
-    p.add_argument("--dropout", type=float, default=0.1, help="Transformer dropout rate")
+    p.add_argument("--dropout", type=float,
+                   help="dropout rate (transformer: every sublayer; rnn models: embeddings, annotations and decoder "
+                        "states; default: " + ", ".join(f"{m} {d['dropout']:g}" for m, d in MODELS.items()) + ")")
     p.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of the label-smoothed cross-entropy")
     common.add_validation_flags(p, "BLEU", warmup=0.05)
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
@@ -74,14 +88,7 @@ def parse(argv=None):
 
 def load_pairs(args):
     """`(train, valid)` lists of (source, target) strings from the chosen data path; training pairs cleaned."""
-    if args.train:
-        train, valid = loaders.read_parallel_tsv(args.train), loaders.read_parallel_tsv(args.valid)
-    elif args.tfds:
-        train, valid, _ = loaders.tfds_splits(args.tfds, "translate", data_dir=args.tfds_data_dir)
-    elif args.data == "phrasebook":
-        train, valid = phrasebook.english_french_pairs()
-    else:
-        train, valid = corpora.software_en_fr("train"), corpora.software_en_fr("valid")
+    train, valid = common.load_splits(args, "translate", loaders.read_parallel_tsv, DATA)
     train, dropped = loaders.clean_parallel(train[: args.max_examples])
     if not train:
         raise common.UsageError("training data: expected some usable pairs, got none after cleaning")
@@ -121,26 +128,22 @@ def build_model(args, vocab, source_length, target_length):
         tied = joint_vocabulary(args)
         return ks.models.transformer_seq2seq(
             source_length=source_length, target_length=target_length, num_layers=args.layers,
-            hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=args.dropout,
+            hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim,
+            dropout=args.dropout,
             tie_embeddings=tied, share_embeddings=tied, **sizes,
         )
     attention = "bahdanau" if args.model == "rnn-attention" else None
     return ks.models.rnn_seq2seq(
         embedding_dim=args.hidden_dim, units=args.hidden_dim, cell="gru", attention=attention,
-        input_feeding=args.input_feeding, **sizes,
+        input_feeding=args.input_feeding, dropout=args.dropout, **sizes,
     )
-
-
-def peak_learning_rate(args):
-    """The learning rate at the end of warm-up: the flag's, else the model family's."""
-    return args.learning_rate or (2e-3 if args.model == "transformer" else 3e-3)
 
 
 def compile_model(model, args):
     if args.model == "transformer":
-        optimizer = keras.optimizers.Adam(peak_learning_rate(args), beta_2=0.98, epsilon=1e-9)
+        optimizer = keras.optimizers.Adam(args.learning_rate, beta_2=0.98, epsilon=1e-9)
     else:
-        optimizer = keras.optimizers.Adam(peak_learning_rate(args), clipnorm=1.0)
+        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
     model.compile(
         optimizer=optimizer,
         loss=ks.losses.LabelSmoothingCrossEntropy(args.label_smoothing, ignore_index=0),
@@ -238,7 +241,7 @@ def run(args):
 
     model, history, train_seconds, validation = common.train(
         args, build_and_compile, batches, batches(None, 0, 1, valid),
-        learning_rate=(peak_learning_rate(args), args.warmup),
+        learning_rate=(args.learning_rate, args.warmup),
         score=validation_score(vocab, valid_pairs, args.validate_sentences, length), monitor="bleu",
     )
     exported = time.monotonic()

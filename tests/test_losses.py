@@ -7,7 +7,7 @@ import keras_seq as ks
 
 
 def numpy_label_smoothing(targets, logits, epsilon, ignore_index=None):
-    """Eq. 6.1 with the smoothed targets of eq. 6.3, built as an explicit one-hot in NumPy."""
+    """Cross-entropy with the smoothed targets of Szegedy et al. (2016, sec. 7), built as an explicit one-hot in NumPy."""
     vocab = logits.shape[-1]
     log_q = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
     smoothed = (1 - epsilon) * np.eye(vocab)[targets] + epsilon / vocab

@@ -14,7 +14,7 @@ def alice_text():
 
 
 def tbptt_windows(stream, batch_size, window):
-    """Cut one long id stream into windows for truncated backpropagation through time (seed 001).
+    """Cut one long id stream into windows for truncated backpropagation through time (Williams and Peng, 1990).
 
     The stream is split into `batch_size` parallel sub-streams; each is cut into
     consecutive windows of `window` ids. Rows come window by window, so with

@@ -1,8 +1,8 @@
-"""BERT's masked-language-model corruption of token ids, for the input pipeline (seed 004).
+"""BERT's masked-language-model corruption of token ids, for the input pipeline (Devlin et al., 2019).
 
-Seed 004 trains BERT to "map a modified version of a sequence back to the unmodified
-form and compute the loss at the masked locations". `TokenMasker` makes the modified
-version and the targets. It is written with TensorFlow ops rather than `keras.ops`:
+BERT learns to recover the original ids at randomly masked positions, with the loss
+computed at those positions only (Devlin et al., 2019, sec. 3.1, task #1). `TokenMasker`
+makes the modified ids and the targets. It is written with TensorFlow ops rather than `keras.ops`:
 `tf.data` runs `.map` functions as TensorFlow graphs whatever the Keras backend, and
 TensorFlow is a dependency of the package. NumPy arrays go through the same ops, so
 both uses draw the same masks from the same seed.

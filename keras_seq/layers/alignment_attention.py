@@ -1,9 +1,9 @@
 """Bahdanau (additive) and Luong (multiplicative) attention for encoder-decoders.
 
-Seed 000 eq. 4.3-4.5 and seed 004 (additive and dot-product attention): a decoder
+Bahdanau et al. (2015, sec. 3.1) and Luong et al. (2015, sec. 3.1): a decoder
 query scores every encoder key, the scores are normalised with a softmax over the
-unmasked keys (eq. 4.4), and the context is the weighted sum of the values (eq.
-4.3). Keras' `AdditiveAttention` has no `units`, no projection of query and keys and
+unmasked keys (Bahdanau et al.'s eq. 6), and the context is the weighted sum of the values
+(eq. 5). Keras' `AdditiveAttention` has no `units`, no projection of query and keys and
 no single-step query, and `Attention` has no `general`/`concat` scores, so both are
 written here on one shared base.
 """
@@ -27,7 +27,7 @@ def _additive_scores(query, keys, query_kernel, key_kernel, attention_v, bias=No
 
 
 class _AlignmentAttention(keras.layers.Layer):
-    """Shared call: shape checks, masking, softmax (eq. 4.4) and context (eq. 4.3).
+    """Shared call: shape checks, masking, softmax (Bahdanau et al.'s eq. 6) and context (eq. 5).
 
     Subclasses define `_scores(query (B,Tq,Dq), keys (B,Tk,Dk)) -> (B,Tq,Tk)`.
     """
@@ -75,11 +75,11 @@ class _AlignmentAttention(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class BahdanauAttention(_AlignmentAttention):
-    """Additive attention, seed 000 eq. 4.3-4.5 (Bahdanau et al., 2014).
+    """Additive attention of Bahdanau, Cho and Bengio (2015, sec. 3.1 and appendix A.1.2).
 
-    `e_ij = v_a^T tanh(W_a s_i + U_a h_j)` (eq. 4.5),
-    `alpha_ij = softmax_j(e_ij)` over the unmasked keys (eq. 4.4),
-    `c_i = sum_j alpha_ij h_j` over the values (eq. 4.3).
+    `e_ij = v_a^T tanh(W_a s_i + U_a h_j)` (appendix A.1.2),
+    `alpha_ij = softmax_j(e_ij)` over the unmasked keys (eq. 6),
+    `c_i = sum_j alpha_ij h_j` over the values (eq. 5).
 
     With `normalize=True`, `v_a` is weight-normalised (Salimans and Kingma, 2016):
     `v_a = g * v / ||v||` with a learned scalar `g`, and a bias `b` is added inside
@@ -134,16 +134,16 @@ class BahdanauAttention(_AlignmentAttention):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class LuongAttention(_AlignmentAttention):
-    """Multiplicative attention of Luong et al. (2015), seed 002 and 004.
+    """Multiplicative attention of Luong, Pham and Manning (2015, sec. 3.1).
 
     Scores between a query `q` and a key `k`:
 
-    * `dot`: `q . k` (seed 002: `e_tj = h_{t-1} . a_j`; needs Dq == Dk);
+    * `dot`: `q . k` (e.g. `e_tj = h_{t-1} . a_j`; Luong et al.'s `dot` score; needs Dq == Dk);
     * `general`: `q^T W_a k`;
     * `concat`: `v_a^T tanh(W_a [q; k])`, with `units` rows (default Dq).
 
-    then `alpha = softmax(e)` over the unmasked keys and `c = sum alpha v` (seed 000
-    eq. 4.3-4.4). With `scale=True` the scores are multiplied by a learned scalar
+    then `alpha = softmax(e)` over the unmasked keys and `c = sum alpha v` (Luong
+    et al., eq. 7 and sec. 3.1). With `scale=True` the scores are multiplied by a learned scalar
     `g` (initialised to 1), as in TensorFlow Addons.
 
     Args:

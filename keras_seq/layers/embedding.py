@@ -1,6 +1,6 @@
 """Positional encodings and the token-plus-position embedding.
 
-Seed 000, section 5.1-5.2 (Vaswani et al., 2017): token embeddings of width
+Vaswani et al. (2017, sections 3.4-3.5): token embeddings of width
 d_model, to which a position signal is *added*. Keras has no sinusoidal encoding and
 no position embedding with a `start_index` for incremental decoding, so both are
 written here.
@@ -17,7 +17,7 @@ POSITIONAL_KINDS = ("sinusoidal", "learned")
 
 
 def sinusoidal_position_encoding(length, depth, max_wavelength=10000.0, start_index=0, dtype="float32"):
-    """The matrix `PE[start_index : start_index + length]` of seed eq. 5.1-5.2.
+    """The matrix `PE[start_index : start_index + length]` of Vaswani et al. (2017), sec. 3.5.
 
     `PE[pos, 2i] = sin(pos / max_wavelength**(2i/depth))` and
     `PE[pos, 2i+1] = cos(pos / max_wavelength**(2i/depth))`: sines on even
@@ -52,7 +52,7 @@ def _check_sequence(layer, inputs):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class SinusoidalPositionalEncoding(keras.layers.Layer):
-    """Adds the fixed sinusoidal position signal of seed eq. 5.1-5.2 to its input.
+    """Adds the fixed sinusoidal position signal of Vaswani et al. (2017, sec. 3.5) to its input.
 
     `outputs = inputs + PE[start_index : start_index + T]` with
     `PE[pos, 2i] = sin(pos / max_wavelength**(2i/D))` and
@@ -107,7 +107,7 @@ class PositionEmbedding(keras.layers.Layer):
     """Adds a learned embedding of each position to its input.
 
     `outputs = inputs + P[start_index : start_index + T]` with `P` a trained
-    `(sequence_length, D)` matrix (the learned alternative to seed eq. 5.1-5.2 used
+    `(sequence_length, D)` matrix (the learned alternative to the sinusoids, Gehring et al., 2017, sec. 3.1, used
     by BERT and GPT). Positions past `sequence_length` raise a `ValueError` instead
     of reading out of bounds. Keeps the input's mask.
 
@@ -162,7 +162,7 @@ class PositionEmbedding(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TokenAndPositionEmbedding(keras.layers.Layer):
-    """Token embedding (scaled by sqrt(D)) plus a position signal, seed eq. 5.1-5.2.
+    """Token embedding (scaled by sqrt(D)) plus a position signal (Vaswani et al., 2017, sec. 3.4-3.5).
 
     `outputs = E[token_ids] * sqrt(D) + PE[start_index : start_index + T]`, where
     `PE` is the sinusoidal encoding or a learned `PositionEmbedding`. The sqrt(D)

@@ -1,4 +1,4 @@
-"""Multi-head scaled dot-product attention with a key/value cache, seed 000 eq. 4.6, 5.3-5.4.
+"""Multi-head scaled dot-product attention with a key/value cache (Vaswani et al., 2017, sec. 3.2).
 
 Written here rather than taken from `keras.layers.MultiHeadAttention` because that
 layer (Keras 3) turns the fused `keras.ops.dot_product_attention` kernel off whenever
@@ -44,10 +44,10 @@ def _swap_time_and_heads(x):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class MultiHeadAttention(keras.layers.Layer):
-    """Multi-head attention, seed 000 eq. 4.6 and 5.3-5.4 (Vaswani et al., 2017).
+    """Multi-head attention (Vaswani et al., 2017, sec. 3.2.1, eq. 1, and sec. 3.2.2).
 
-    `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k)) V W_i^V` (eq. 4.6, 5.3) and
-    `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` (eq. 5.4), with a bias after
+    `head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k)) V W_i^V` (eq. 1, sec. 3.2.2) and
+    `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` (sec. 3.2.2), with a bias after
     each projection when `use_bias`.
 
     * Uses the fused `keras.ops.dot_product_attention` (flash/cuDNN kernels where the
@@ -270,11 +270,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     @property
     def _scale(self):
-        """The `1 / sqrt(d_k)` of eq. 4.6."""
+        """The `1 / sqrt(d_k)` of eq. 1."""
         return 1.0 / math.sqrt(self.key_dim)
 
     def _fused_attention(self, q, k, v_, mask, is_causal, rows_never_empty):
-        """Eq. 4.6 by `keras.ops.dot_product_attention`: `(B,Tq,H,d), (B,Tk,H,d), (B,Tk,H,d) -> (B,Tq,H,d)`.
+        """Eq. 1 by `keras.ops.dot_product_attention`: `(B,Tq,H,d), (B,Tk,H,d), (B,Tk,H,d) -> (B,Tq,H,d)`.
 
         With `is_causal` (and no `mask`) the kernel builds the causal mask itself.
         """
@@ -297,7 +297,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output))
 
     def _single_query_attention(self, q, k, v_, mask, rows_never_empty, whole_cache=None):
-        """Eq. 4.6 for one query per row: `(B,1,H,dk), (B,S,H,dk), (B,S,H,dv) -> (B,1,H,dv)`.
+        """Eq. 1 for one query per row: `(B,1,H,dk), (B,S,H,dk), (B,S,H,dv) -> (B,1,H,dv)`.
 
         Each cached key and value is read once, in the cache's own `(B, S, H, d)` layout,
         by elementwise products summed in float32; a batched matmul would first copy the
@@ -322,7 +322,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.cast(context, self.compute_dtype)
 
     def _explicit_attention(self, q, k, v_, mask, rows_never_empty, training):
-        """Eq. 4.6 written out, heads first: `(B,H,Tq,dk), (B,H,Tk,dk), (B,H,Tk,dv) -> (B,H,Tq,dv)`, weights.
+        """Eq. 1 written out, heads first: `(B,H,Tq,dk), (B,H,Tk,dk), (B,H,Tk,dv) -> (B,H,Tq,dv)`, weights.
 
         Returns the output and the attention weights `(B, H, Tq, Tk)` (dropout applies
         to the weights that multiply the values, not to those returned).

@@ -13,7 +13,7 @@ POOLING_MODES = ("mean", "first", "last")
 class SequencePooling(keras.layers.Layer):
     """Pools `(B, T, D)` into `(B, D)` over the unmasked steps.
 
-    * `mean`: `h_bar = (1/T) sum_t h_t` over real steps (seed 004, the bidirectional
+    * `mean`: `h_bar = (1/T) sum_t h_t` over real steps (Murphy, 2022, eq. 15.10, the bidirectional
       sentiment classifier); an all-padding sequence pools to zeros, where
       `keras.layers.GlobalAveragePooling1D` divides 0 by 0 and returns NaN.
     * `first`: the first step (a BERT-style `[CLS]` token).

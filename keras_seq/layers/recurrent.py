@@ -1,11 +1,12 @@
-"""LSTM variants of seed 002 as Keras RNN cells: peephole and single-update-gate (coupled).
+"""LSTM variants as Keras RNN cells: peephole (Gers and Schmidhuber, 2000) and coupled (Greff et al., 2017).
 
-Keras ships `SimpleRNN` (seed 000 eq. 3.1), `GRU` (`reset_after=True` is seed 000 eq.
-3.3-3.6) and `LSTM` (seed 001/002), with cuDNN paths; the two variants below are
+Keras ships `SimpleRNN` (Elman, 1990), `GRU` (Cho et al., 2014, eq. 5-8; `reset_after=True` applies
+the reset gate after the recurrent product) and `LSTM` (Hochreiter and Schmidhuber, 1997, with the
+forget gate of Gers et al., 2000), with cuDNN paths; the two variants below are
 missing from Keras 3, so they are written as cells for `keras.layers.RNN` (masking,
 `Bidirectional`, `return_state`, `stateful` all come from Keras).
 
-Gate weights follow the seed's concatenated form `W . [h_{t-1}, x_t] + b`, stored as
+Gate weights follow the concatenated form `W . [h_{t-1}, x_t] + b`, stored as
 an input kernel `(D, k*units)` and a recurrent kernel `(units, k*units)`, the gates
 side by side in the order the docstrings give.
 """
@@ -83,7 +84,7 @@ class _GatedCell(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class PeepholeLSTMCell(_GatedCell):
-    """LSTM whose gates also look at the cell state (seed 002, "Peephole LSTM").
+    """LSTM whose gates also look at the cell state (peephole connections, Gers and Schmidhuber, 2000).
 
         f_t = sigmoid(W_f . [C_{t-1}, h_{t-1}, x_t] + b_f)
         i_t = sigmoid(W_i . [C_{t-1}, h_{t-1}, x_t] + b_i)
@@ -92,8 +93,8 @@ class PeepholeLSTMCell(_GatedCell):
         o_t = sigmoid(W_o . [C_t, h_{t-1}, x_t] + b_o)
         h_t = o_t * tanh(C_t)
 
-    The peephole weights are full `(units, units)` matrices, as the seed's
-    concatenation `[C, h, x]` writes them (Gers and Schmidhuber, 2000, use diagonal
+    The peephole weights are full `(units, units)` matrices, as the concatenation
+    `[C, h, x]` above writes them (Gers and Schmidhuber, 2000, use diagonal
     ones: a special case). Kernel order of the gates: i, f, c, o; the peephole
     kernel holds the C-parts of W_i, W_f, W_o.
 
@@ -131,7 +132,7 @@ class PeepholeLSTMCell(_GatedCell):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class CoupledLSTMCell(_GatedCell):
-    """LSTM with a single update gate in place of input and forget gates (seed 002).
+    """LSTM with a single update gate in place of input and forget gates (Greff et al., 2017, CIFG).
 
         u_t = sigmoid(W_u . [h_{t-1}, x_t] + b_u)
         C~_t = tanh(W_c . [h_{t-1}, x_t] + b_c)
@@ -169,7 +170,7 @@ CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
 def make_cell(cell, units, **kwargs):
     """The one-step cell for a `cell` name (one of `CELLS`), for step-by-step loops.
 
-    `rnn`: Elman (seed 000 eq. 3.1), `gru`: `reset_after=True` (seed 000 eq. 3.3-3.6),
+    `rnn`: Elman (1990), `gru`: Cho et al. (2014, eq. 5-8) with `reset_after=True`,
     `lstm`: Keras' LSTM cell, then this module's peephole and coupled cells.
     `kwargs` go to the cell (e.g. `dtype`, `name`).
     """

@@ -1,6 +1,6 @@
-"""Sampled softmax: a cheap training loss for large vocabularies (seed 002).
+"""Sampled softmax: a cheap training loss for large vocabularies (Jean et al., 2015).
 
-Seed 002 ("Sampled or Hierarchical Softmax") names the problem: the output layer of
+The problem (Bengio and Senecal, 2008; Jean et al., 2015): the output layer of
 a language model costs O(V) per token, and with tens of thousands of words it
 dominates training. Sampled softmax scores the true word against a few sampled
 negatives during training and keeps the exact softmax for evaluation.
@@ -49,7 +49,7 @@ def sample_candidates(num_sampled, vocabulary_size, sampler, seed):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class SampledSoftmax(keras.layers.Layer):
-    """Output projection to V words trained with sampled softmax (seed 002), exact at inference.
+    """Output projection to V words trained with sampled softmax (Jean et al., 2015), exact at inference.
 
     Logits `z_k = h . w_k + b_k` (kernel `W (D, V)`, bias `b (V,)`, the layout of
     `keras.layers.Dense(V)`, so weights copy across). In training, with `m` ids

@@ -1,10 +1,10 @@
-"""Pre-norm (or post-norm) Transformer encoder and decoder blocks, seed 000 eq. 5.5-5.6.
+"""Pre-norm (Xiong et al., 2020) or post-norm (Vaswani et al., 2017) Transformer encoder and decoder blocks.
 
-`x + Dropout(Sublayer(LayerNorm(x)))` (eq. 5.5) around multi-head attention and a
+`x + Dropout(Sublayer(LayerNorm(x)))` (pre-norm) around multi-head attention and a
 position-wise feed-forward network. Keras has no Transformer blocks; keras-hub's are
 post-norm by default and their decoder cache is split in two arguments. LayerNorm
-is `keras.layers.LayerNormalization`: eq. 5.6 with the epsilon inside the square
-root, `(x - mean) / sqrt(var + eps)`, as in Ba et al. (2016).
+is `keras.layers.LayerNormalization`: the layer normalisation of Ba et al. (2016, sec. 3)
+with an epsilon inside the square root, `(x - mean) / sqrt(var + eps)`.
 """
 
 import keras
@@ -17,7 +17,7 @@ from keras_seq.layers.positionwise import PositionwiseDense
 
 
 class _TransformerBlock(keras.layers.Layer):
-    """Shared configuration, sublayer construction and the residual wiring of eq. 5.5."""
+    """Shared configuration, sublayer construction and the residual wiring (pre- or post-norm)."""
 
     def __init__(
         self,
@@ -89,7 +89,7 @@ class _TransformerBlock(keras.layers.Layer):
         self.feed_forward_dropout = self._sublayer(keras.layers.Dropout, "feed_forward_dropout", self.dropout)
 
     def _residual(self, x, norm, sublayer, dropout, training):
-        """Eq. 5.5 `x + Dropout(Sublayer(LayerNorm(x)))`, or post-norm `LayerNorm(x + Dropout(Sublayer(x)))`.
+        """Pre-norm `x + Dropout(Sublayer(LayerNorm(x)))`, or post-norm `LayerNorm(x + Dropout(Sublayer(x)))`.
 
         `sublayer` returns `(y, extra)` so a cache can ride along.
         """
@@ -134,7 +134,7 @@ class _TransformerBlock(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TransformerEncoderBlock(_TransformerBlock):
-    """Self-attention then feed-forward, each wrapped in eq. 5.5 (pre-norm by default).
+    """Self-attention then feed-forward, each in a residual sublayer (pre-norm by default).
 
     `x = x + Dropout(MultiHead(LN(x)))`, `x = x + Dropout(FFN(LN(x)))` with
     `FFN(x) = W_2 activation(W_1 x + b_1) + b_2`; `norm_first=False` gives the
@@ -188,7 +188,7 @@ class TransformerEncoderBlock(_TransformerBlock):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TransformerDecoderBlock(_TransformerBlock):
-    """Causal self-attention, cross-attention over the encoder, feed-forward (eq. 5.5).
+    """Causal self-attention, cross-attention over the encoder, feed-forward (Vaswani et al., 2017, sec. 3.1).
 
     Same residual wiring as `TransformerEncoderBlock`. Cross-attention sublayers
     exist when the block is first called with `encoder_outputs`; without them it is

@@ -76,7 +76,7 @@ class MaskedAccuracy(_MaskedTokenMetric):
 class Perplexity(_MaskedTokenMetric):
     """`exp(mean negative log-likelihood)` of the targets over counted positions.
 
-    The exponential of the cross-entropy of seed 000 eq. 6.1 with one-hot targets:
+    The exponential of the cross-entropy with one-hot targets (Murphy, 2022, sec. 6.1.5):
     the effective number of equally likely choices the model hesitates between.
 
     Args:

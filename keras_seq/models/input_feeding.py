@@ -1,4 +1,4 @@
-"""The attentional decoder of Bahdanau et al. (2014), seed 000 eq. 4.2-4.5, step by step."""
+"""The attentional decoder of Bahdanau et al. (2015, sec. 3.1, eq. 5-6, appendix A.1.2), step by step."""
 
 import keras
 from keras import ops
@@ -10,13 +10,13 @@ from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttenti
 from keras_seq.layers.recurrent import CELLS, make_cell
 
 
-# The score of each Luong attention name (Luong et al., 2015, sec. 3.1, eq. 8).
+# The score of each Luong attention name (Luong et al., 2015, sec. 3.1).
 LUONG_ATTENTION_SCORES = {"luong": "general", "luong_dot": "dot", "luong_concat": "concat"}
 ATTENTIONS = ("bahdanau", *LUONG_ATTENTION_SCORES)
 
 
 def make_attention(attention, units, **kwargs):
-    """The attention layer of a name, called `attention`: `bahdanau` (additive, eq. 4.5) or `luong` (the
+    """The attention layer of a name, called `attention`: `bahdanau` (additive, Bahdanau et al.) or `luong` (the
     `general` score), `luong_dot`, `luong_concat` (Luong et al.'s three scores)."""
     v.check_choice("attention", "attention", attention, ATTENTIONS)
     if attention == "bahdanau":
@@ -27,15 +27,15 @@ def make_attention(attention, units, **kwargs):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class InputFeedingDecoder(keras.layers.Layer):
-    """Attend with the previous state, then step: seed 000 eq. 4.2-4.5 exactly.
+    """Attend with the previous state, then step: Bahdanau et al. (2015, sec. 3.1) exactly.
 
     For each target position i, from the previous decoder state `s_{i-1}` (h of an
     LSTM) and the previous target embedding `y_{i-1}`:
 
-    * `e_ij = a(s_{i-1}, h_j)`, for Bahdanau `v_a^T tanh(W_a s_{i-1} + U_a h_j)` (eq. 4.5);
-    * `alpha_ij = softmax_j(e_ij)` over the real source positions (eq. 4.4);
-    * `c_i = sum_j alpha_ij h_j` (eq. 4.3);
-    * `s_i = f(s_{i-1}, y_{i-1}, c_i)` (eq. 4.2): the recurrent cell `f` reads `[y_{i-1}; c_i]`.
+    * `e_ij = a(s_{i-1}, h_j)`, for Bahdanau `v_a^T tanh(W_a s_{i-1} + U_a h_j)` (appendix A.1.2);
+    * `alpha_ij = softmax_j(e_ij)` over the real source positions (eq. 6);
+    * `c_i = sum_j alpha_ij h_j` (eq. 5);
+    * `s_i = f(s_{i-1}, y_{i-1}, c_i)` (sec. 3.1): the recurrent cell `f` reads `[y_{i-1}; c_i]`.
 
     A loop over steps (`keras.ops.scan`): the context of step i needs the state of
     step i-1, so no fused whole-sequence kernel applies. ("Input feeding" here is

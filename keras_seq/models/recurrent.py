@@ -1,4 +1,4 @@
-"""Recurrent task models (seed 004): seq2vec classifier, aligned tagger, vec2seq LM.
+"""Recurrent task models (Murphy, 2022, sec. 15.2): seq2vec classifier, aligned tagger, vec2seq LM.
 
 Each builder returns a functional `keras.Model` on integer ids `(B, T)` with 0 as
 padding. The classifier, the tagger and the encoders embed with `mask_zero=True`, so
@@ -23,10 +23,10 @@ from keras_seq.models.padding import PaddingMaskFromIds
 def recurrent_layer(cell, units, return_sequences=False, return_state=False, stateful=False, name=None):
     """The Keras recurrent layer for a `cell` name.
 
-    * `rnn`: `keras.layers.SimpleRNN`, the Elman RNN of seed 000 eq. 3.1;
-    * `gru`: `keras.layers.GRU(reset_after=True)`, exactly seed 000 eq. 3.3-3.6 (the
+    * `rnn`: `keras.layers.SimpleRNN`, the Elman RNN (Elman, 1990);
+    * `gru`: `keras.layers.GRU(reset_after=True)`, Cho et al. (2014, eq. 5-8) with reset after the product (the
       reset gate multiplies `W_hn h + b_hn`), and the cuDNN-compatible form;
-    * `lstm`: `keras.layers.LSTM` (seed 001/002 LSTM), cuDNN-compatible;
+    * `lstm`: `keras.layers.LSTM` (Hochreiter and Schmidhuber, 1997; forget gate: Gers et al., 2000), cuDNN-compatible;
     * `peephole_lstm`, `coupled_lstm`: `keras.layers.RNN` over this package's cells
       (`keras_seq.layers.recurrent.make_cell`).
     """
@@ -50,7 +50,7 @@ def _check_common(builder, vocabulary_size, embedding_dim, units, cell, num_laye
 
 
 def _encode(token_ids, vocabulary_size, embedding_dim, units, cell, bidirectional, num_layers, last_sequences):
-    """Embedding, then `num_layers` (bi)directional recurrent layers (a deep RNN, seed 004)."""
+    """Embedding, then `num_layers` (bi)directional recurrent layers (a deep RNN, Murphy, 2022, eq. 15.12)."""
     h = keras.layers.Embedding(vocabulary_size, embedding_dim, mask_zero=True, name="embedding")(token_ids)
     for index in range(num_layers):
         sequences = last_sequences or index < num_layers - 1
@@ -71,7 +71,7 @@ def rnn_classifier(
     pooling="mean",
     num_layers=1,
 ):
-    """Seq2vec: ids `(B, T)` -> class logits `(B, num_classes)` (seed 004).
+    """Seq2vec: ids `(B, T)` -> class logits `(B, num_classes)` (Murphy, 2022, sec. 15.2.2).
 
     `h_t = [h_t->, h_t<-]` from a bidirectional RNN, `h_bar = mean_t h_t` over the
     real tokens (`pooling="mean"`) or the final states (`pooling="last"`: the
@@ -100,7 +100,7 @@ def rnn_classifier(
 
 
 def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="lstm", bidirectional=True, num_layers=1):
-    """Aligned seq2seq: ids `(B, T)` -> one tag's logits per token `(B, T, num_tags)` (seed 004).
+    """Aligned seq2seq: ids `(B, T)` -> one tag's logits per token `(B, T, num_tags)` (Murphy, 2022, sec. 15.2.3.1).
 
     `p(y_t | x_{1:T})` from the (bidirectional) state at t. Arguments as
     `rnn_classifier`; the output keeps the padding mask, so Keras losses and
@@ -153,12 +153,12 @@ class ConcatenateCondition(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class RNNLM(GenerativeModel):
-    """Recurrent next-token language model (seed 004, vec2seq; seed 001, forward pass).
+    """Recurrent next-token language model (vec2seq, Murphy, 2022, sec. 15.2.1; Mikolov et al., 2010).
 
     `x_t = E y_{t-1}`, `h_t = f(h_{t-1}, x_t)` through `num_layers` stacked
     recurrent layers, `o_t = W_ho h_t + b_o` (the logits). With `condition_dim`,
     every step also sees a fixed vector x (e.g. image features for a caption model):
-    `h_t = phi(W_xh [x; y_{t-1}] + W_hh h_{t-1})` (seed 004), and the inputs are
+    `h_t = phi(W_xh [x; y_{t-1}] + W_hh h_{t-1})` (Murphy, 2022, eq. 15.5), and the inputs are
     `{"token_ids": (B, T), "condition": (B, condition_dim)}`.
 
     `generate` carries the recurrent states as its cache `(B, layers, states, units)`:
@@ -277,24 +277,24 @@ def rnn_lm(vocabulary_size, embedding_dim=64, units=256, cell="lstm", num_layers
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class RNNSeq2Seq(GenerativeModel):
-    """Attentional RNN encoder-decoder (seed 000 sec. 4.1, seed 002): unaligned seq2seq.
+    """Attentional RNN encoder-decoder (Bahdanau et al., 2015, sec. 3; Luong et al., 2015, sec. 3): unaligned seq2seq.
 
     Inputs `{"encoder_inputs": (B, S), "decoder_inputs": (B, T)}` -> logits `(B, T, V)`.
 
-    * Encoder: embedding and a (bidirectional, eq. 4.1) recurrent layer giving the
+    * Encoder: embedding and a (bidirectional, Bahdanau et al., sec. 3.2) recurrent layer giving the
       annotations `h_j = [h_j->; h_j<-]`; its final states, joined and passed through
       `tanh(W [fwd; bwd])`, start the decoder.
     * Decoder: a recurrent layer over the target embeddings (teacher forcing), so
       training runs the fused Keras RNN kernels. Each decoder state `s_i` queries the
-      annotations with `BahdanauAttention` (`e_ij = v^T tanh(W s_i + U h_j)`, eq.
-      4.5) or `LuongAttention("general")`; the context `c_i = sum_j alpha_ij h_j`
-      (eq. 4.3) and `s_i` give the attentional vector `W_c [c_i; s_i]`, then the
+      annotations with `BahdanauAttention` (`e_ij = v^T tanh(W s_i + U h_j)`, Bahdanau
+      et al., app. A.1.2) or `LuongAttention("general")`; the context `c_i = sum_j alpha_ij h_j`
+      (Bahdanau et al.'s eq. 5) and `s_i` give the attentional vector `W_c [c_i; s_i]`, then the
       logits (Luong et al., 2015). The score thus uses the current state s_i where
-      eq. 4.5 uses s_{i-1}: the "attention after recurrence" arrangement that keeps
+      Bahdanau et al. use s_{i-1}: the "attention after recurrence" arrangement that keeps
       the decoder a plain, fused RNN. `luong_dot` and `luong_concat` score with Luong et al.'s `dot` and
       `concat` forms (`dot` needs keys as wide as the state: `bidirectional_encoder=False`).
       With `attention=None` the decoder sees the source only through its initial state
-      (the plain encoder-decoder of seed 002).
+      (the plain encoder-decoder of Sutskever et al., 2014).
     * Two departures from the papers keep the attention trainable with Adam on real
       vocabularies. The attentional vector is linear, `W_c [c_i; s_i]`, where Luong et
       al. (eq. 5) apply tanh: under Adam's first steps that layer saturates (every unit
@@ -302,11 +302,14 @@ class RNNSeq2Seq(GenerativeModel):
       passes it, and the model stays a unigram model whatever attention it has. The
       embeddings start at unit variance (`N(0, 1)`, as PyTorch's `nn.Embedding`) rather
       than Keras' uniform +-0.05, so the annotations carry the words from the start.
-    * `input_feeding=True` gives Bahdanau et al.'s own decoder, seed 000 eq. 4.2-4.5
+    * `input_feeding=True` gives Bahdanau et al.'s own decoder (sec. 3.1, eq. 5-6, app. A.1.2)
       exactly (`InputFeedingDecoder`): the score uses the previous state s_{i-1}
       and the context enters the recurrence, `s_i = f(s_{i-1}, y_{i-1}, c_i)`; the
       readout is the same `W_c [c_i; s_i]`. It runs step by step (no fused
       kernel can compute it) and needs an `attention`.
+    * `dropout` drops units of the embeddings, the annotations and the decoder states
+      while training: the non-recurrent connections only (Zaremba et al., 2014, sec. 3),
+      so the recurrent layers keep their fused kernels.
     * Padding is id 0. The source mask reaches the encoder and the attention (no
       weight on padded source positions). Target padding goes at the end, where no
       real position can see it, so the decoder runs unmasked and keeps the fused
@@ -332,11 +335,13 @@ class RNNSeq2Seq(GenerativeModel):
         attention="bahdanau",
         bidirectional_encoder=True,
         input_feeding=False,
+        dropout=0.0,
         **kwargs,
     ):
         owner = "rnn_seq2seq"
         _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
         v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
+        v.check_probability(owner, "dropout", dropout)
         v.check_choice(owner, "attention", attention, (*ATTENTIONS, None))
         if input_feeding and attention is None:
             v.fail(owner, "attention", f"one of {ATTENTIONS} when input_feeding=True", "None")
@@ -364,16 +369,19 @@ class RNNSeq2Seq(GenerativeModel):
         combine = PositionwiseDense(units, name="attentional_state") if attention else None
         head = PositionwiseDense(target_vocabulary_size, dtype="float32", name="logits")
 
+        drop = keras.layers.Dropout(dropout, name="dropout")
+
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
-        annotations, *final_states = encoder(source_embedding(encoder_ids))
+        annotations, *final_states = encoder(drop(source_embedding(encoder_ids)))
+        annotations = drop(annotations)
         initial_states = self._bridge(bridges, final_states)
         if input_feeding:
-            decoder_states, contexts, weights = decoder(target_embedding(decoder_ids), annotations, initial_states)
-            logits = self._attentional_logits(combine, head, contexts, decoder_states)
+            decoder_states, contexts, weights = decoder(drop(target_embedding(decoder_ids)), annotations, initial_states)
+            logits = self._attentional_logits(combine, head, contexts, drop(decoder_states))
         else:
-            decoder_states = decoder(target_embedding(decoder_ids), initial_state=initial_states)
-            logits, weights = self._readout(attention_layer, combine, head, decoder_states, annotations, None)
+            decoder_states = decoder(drop(target_embedding(decoder_ids)), initial_state=initial_states)
+            logits, weights = self._readout(attention_layer, combine, head, drop(decoder_states), annotations, None)
         logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(decoder_ids, logits)
         inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
         super().__init__(inputs, logits, **kwargs)
@@ -392,6 +400,7 @@ class RNNSeq2Seq(GenerativeModel):
             attention=attention,
             bidirectional_encoder=bidirectional_encoder,
             input_feeding=bool(input_feeding),
+            dropout=dropout,
         )
 
     @staticmethod
@@ -461,6 +470,7 @@ def rnn_seq2seq(
     attention="bahdanau",
     bidirectional_encoder=True,
     input_feeding=False,
+    dropout=0.0,
 ):
     """An attentional RNN encoder-decoder with cached `generate`; see `RNNSeq2Seq`."""
     return RNNSeq2Seq(
@@ -472,5 +482,6 @@ def rnn_seq2seq(
         attention=attention,
         bidirectional_encoder=bidirectional_encoder,
         input_feeding=input_feeding,
+        dropout=dropout,
         name="rnn_seq2seq",
     )

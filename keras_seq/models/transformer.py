@@ -1,4 +1,4 @@
-"""Transformer task models built from the pre-norm blocks (seed 000 section 5, seeds 003, 004)."""
+"""Transformer task models from the pre-norm blocks (Vaswani et al., 2017; Radford et al., 2018; Devlin et al., 2019)."""
 
 import weakref
 
@@ -220,7 +220,7 @@ def transformer_lm(
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TransformerSeq2Seq(GenerativeModel):
-    """Encoder-decoder Transformer (seed 000 section 5, seed 003): unaligned seq2seq.
+    """Encoder-decoder Transformer (Vaswani et al., 2017, section 3): unaligned seq2seq.
 
     Inputs `{"encoder_inputs": (B, S), "decoder_inputs": (B, T)}` -> logits
     `(B, T, V_target)`. The encoder stack reads the source with padding masks; each
@@ -443,13 +443,13 @@ def transformer_classifier(
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TransformerMLM(ArrayFeedModel):
-    """BERT-style encoder-only masked language model (seed 004): ids `(B, T)` -> logits `(B, T, V)`.
+    """BERT-style encoder-only masked language model (Devlin et al., 2019): ids `(B, T)` -> logits `(B, T, V)`.
 
     Token + position embedding, `num_layers` bidirectional `TransformerEncoderBlock`s
     (id 0 is padding, masked out of attention), a final LayerNorm (pre-norm stacks
     need it) and a float32 projection to the vocabulary, tied to the token embedding
-    (`h @ E^T + b`, see `TiedLogits`) when `tie_embeddings`. It is trained on seed
-    004's fill-in-the-blank task: the inputs are sequences with some ids replaced
+    (`h @ E^T + b`, see `TiedLogits`) when `tie_embeddings`. It is trained on BERT's
+    masked-LM (fill-in-the-blank) task: the inputs are sequences with some ids replaced
     (by `keras_seq.data.TokenMasker`, whose labels are 0 except at the replaced
     positions) and the loss counts only those positions, e.g.
     `LabelSmoothingCrossEntropy(epsilon=0.0, ignore_index=0)`. The mask id is an

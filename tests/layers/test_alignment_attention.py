@@ -7,7 +7,7 @@ import keras_seq as ks
 
 
 def numpy_attention(scores, values, mask):
-    """Seed 000 eq. 4.4 (softmax over unmasked keys) and 4.3 (weighted sum); empty rows -> 0."""
+    """Bahdanau et al. (2015) eq. 6 (softmax over unmasked keys) and 5 (weighted sum); empty rows -> 0."""
     scores = np.where(mask[:, None, :], scores, -np.inf)
     shifted = np.exp(scores - np.max(np.where(np.isfinite(scores), scores, -1e30), axis=-1, keepdims=True))
     shifted = np.where(mask[:, None, :], shifted, 0.0)
@@ -17,7 +17,7 @@ def numpy_attention(scores, values, mask):
 
 
 def numpy_bahdanau(query, keys, W, U, v, b=None):
-    """Eq. 4.5: e_ij = v^T tanh(W s_i + U h_j (+ b)), looped over i and j."""
+    """Bahdanau et al. (2015), appendix A.1.2: e_ij = v^T tanh(W s_i + U h_j (+ b)), looped over i and j."""
     scores = np.zeros((query.shape[0], query.shape[1], keys.shape[1]))
     for n in range(query.shape[0]):
         for i in range(query.shape[1]):

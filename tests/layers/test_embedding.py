@@ -9,7 +9,7 @@ import keras_seq as ks
 
 
 def numpy_sinusoidal(length, depth, max_wavelength=10000.0, start=0):
-    """Seed 000 eq. 5.1-5.2 written out element by element."""
+    """The sinusoidal encoding of Vaswani et al. (2017, sec. 3.5) written out element by element."""
     pe = np.zeros((length, depth))
     for pos in range(start, start + length):
         for dim in range(depth):

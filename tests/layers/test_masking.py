@@ -1,4 +1,4 @@
-"""`masked_softmax`, the softmax every attention layer uses (seed 000 eq. 4.4), against NumPy."""
+"""`masked_softmax`, the softmax every attention layer uses (e.g. Bahdanau et al., 2015, eq. 6), against NumPy."""
 
 import warnings
 

@@ -15,12 +15,12 @@ from keras_seq import _backend
 
 
 def numpy_multi_head(query, value, weights, num_heads, key_dim, mask=None):
-    """Seed 000 eq. 4.6, 5.3, 5.4 with Keras' weight layout; rows with no allowed key -> 0."""
+    """Vaswani et al. (2017), eq. 1 and sec. 3.2.2, with Keras' weight layout; rows with no allowed key -> 0."""
     Wq, bq, Wk, bk, Wv, bv, Wo, bo = weights
     q = np.einsum("btd,dhk->bhtk", query, Wq) + bq[None, :, None, :]
     k = np.einsum("btd,dhk->bhtk", value, Wk) + bk[None, :, None, :]
     v = np.einsum("btd,dhk->bhtk", value, Wv) + bv[None, :, None, :]
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(key_dim)  # eq. 4.6
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(key_dim)  # eq. 1
     if mask is None:
         mask = np.ones(scores.shape[-2:], bool)[None]
     allowed = np.broadcast_to(mask[:, None], scores.shape)
@@ -29,9 +29,9 @@ def numpy_multi_head(query, value, weights, num_heads, key_dim, mask=None):
     e = np.where(allowed, np.exp(scores - row_max), 0.0)
     totals = e.sum(-1, keepdims=True)
     probs = np.divide(e, totals, out=np.zeros_like(e), where=totals > 0)
-    heads = probs @ v  # head_i, eq. 5.3
+    heads = probs @ v  # head_i, sec. 3.2.2
     concat = heads.transpose(0, 2, 1, 3)  # (B, T, H, d_v)
-    return np.einsum("bthv,hvo->bto", concat, Wo) + bo, probs  # eq. 5.4
+    return np.einsum("bthv,hvo->bto", concat, Wo) + bo, probs  # MultiHead, sec. 3.2.2
 
 
 @pytest.fixture(params=["heads_first", "time_first"])

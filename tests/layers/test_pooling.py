@@ -13,7 +13,7 @@ def padded(rng):
     return x, mask
 
 
-def test_mean_is_seed_004_h_bar_over_real_steps(padded):
+def test_mean_is_murphy_h_bar_over_real_steps(padded):
     x, mask = padded
     out = to_numpy(ks.layers.SequencePooling("mean")(x, mask=mask))
     assert_close(out[0], x[0].mean(0))

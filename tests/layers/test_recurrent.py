@@ -21,7 +21,7 @@ def split_gates(z, count):
 
 
 def numpy_peephole_lstm(x, kernel, recurrent, bias, peephole):
-    """Seed 002, peephole LSTM, one step at a time."""
+    """Peephole LSTM (Gers and Schmidhuber, 2000), one step at a time."""
     units = recurrent.shape[0]
     h, c = np.zeros((x.shape[0], units)), np.zeros((x.shape[0], units))
     P_i, P_f, P_o = split_gates(peephole, 3)
@@ -38,7 +38,7 @@ def numpy_peephole_lstm(x, kernel, recurrent, bias, peephole):
 
 
 def numpy_coupled_lstm(x, kernel, recurrent, bias):
-    """Seed 002, single update gate: C_t = u * C_{t-1} + (1 - u) * C~_t."""
+    """Coupled input and forget gate (Greff et al., 2017, CIFG): C_t = u * C_{t-1} + (1 - u) * C~_t."""
     units = recurrent.shape[0]
     h, c = np.zeros((x.shape[0], units)), np.zeros((x.shape[0], units))
     outputs = []
@@ -67,7 +67,7 @@ def randomize(layer, rng):
 
 
 @pytest.mark.parametrize("cell_class", CELLS)
-def test_cell_matches_seed_equations_step_by_step(rng, cell_class):
+def test_cell_matches_published_equations_step_by_step(rng, cell_class):
     x = rng.normal(size=(3, 5, 4)).astype("float32")
     cell = cell_class(6)
     rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True)
@@ -134,7 +134,7 @@ def test_bad_arguments_raise_value_errors():
 
 
 def numpy_elman(x, kernel, recurrent, bias):
-    """Seed 000 eq. 3.1: h_t = tanh(W_h x_t + U_h h_{t-1} + b_h)."""
+    """Elman (1990): h_t = tanh(W_h x_t + U_h h_{t-1} + b_h)."""
     h = np.zeros((x.shape[0], recurrent.shape[0]))
     outputs = []
     for t in range(x.shape[1]):
@@ -144,23 +144,23 @@ def numpy_elman(x, kernel, recurrent, bias):
 
 
 def numpy_gru(x, kernel, recurrent, bias):
-    """Seed 000 eq. 3.3-3.6 (Keras stores the gates z, r, n side by side, biases b_i* and b_h*)."""
+    """Cho et al. (2014, eq. 5-8), reset_after form (Keras stores the gates z, r, n side by side, biases b_i*, b_h*)."""
     h = np.zeros((x.shape[0], recurrent.shape[0]))
     b_input, b_hidden = bias
     outputs = []
     for t in range(x.shape[1]):
         xz, xr, xn = split_gates(x[:, t] @ kernel + b_input, 3)
         hz, hr, hn = split_gates(h @ recurrent + b_hidden, 3)
-        z = sigmoid(xz + hz)  # eq. 3.3
-        r = sigmoid(xr + hr)  # eq. 3.4
-        n = np.tanh(xn + r * hn)  # eq. 3.5: r multiplies (W_hn h + b_hn)
-        h = (1 - z) * n + z * h  # eq. 3.6
+        z = sigmoid(xz + hz)  # update gate, Cho et al. eq. 6
+        r = sigmoid(xr + hr)  # reset gate, eq. 5
+        n = np.tanh(xn + r * hn)  # eq. 8, but r multiplies (W_hn h + b_hn)
+        h = (1 - z) * n + z * h  # eq. 7
         outputs.append(h)
     return np.stack(outputs, 1)
 
 
 def numpy_lstm(x, kernel, recurrent, bias):
-    """Seed 001/002 LSTM: gates i, f, C~, o from [h_{t-1}, x_t]; C_t = f C_{t-1} + i C~; h = o tanh(C)."""
+    """LSTM (Gers et al., 2000): gates i, f, C~, o from [h_{t-1}, x_t]; C_t = f C_{t-1} + i C~; h = o tanh(C)."""
     units = recurrent.shape[0]
     h, c = np.zeros((x.shape[0], units)), np.zeros((x.shape[0], units))
     outputs = []
@@ -176,8 +176,8 @@ def numpy_lstm(x, kernel, recurrent, bias):
     "name, reference",
     [("rnn", numpy_elman), ("gru", numpy_gru), ("lstm", numpy_lstm)],
 )
-def test_keras_built_in_cells_compute_the_seed_equations(rng, name, reference):
-    """`recurrent_layer` maps `rnn`, `gru`, `lstm` onto Keras layers: check they are the seed's equations."""
+def test_keras_built_in_cells_compute_the_published_equations(rng, name, reference):
+    """`recurrent_layer` maps `rnn`, `gru`, `lstm` onto Keras layers: check they are the published equations above."""
     from keras_seq.models.recurrent import recurrent_layer
 
     x = rng.normal(size=(3, 6, 4)).astype("float32")

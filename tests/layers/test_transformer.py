@@ -13,11 +13,11 @@ from test_multi_head_attention import numpy_multi_head
 import keras_seq as ks
 
 
-def numpy_layer_norm(x, norm, eq_5_6=False):
-    """Eq. 5.6 `a (x - mean) / (s + eps) + b`; Keras puts eps inside the root instead."""
+def numpy_layer_norm(x, norm, std_plus_epsilon=False):
+    """LayerNorm with eps added to the std, `a (x - mean) / (s + eps) + b`; Keras puts eps inside the root instead."""
     gamma, beta, eps = to_numpy(norm.gamma), to_numpy(norm.beta), norm.epsilon
     centred = x - x.mean(-1, keepdims=True)
-    spread = x.std(-1, keepdims=True) + eps if eq_5_6 else np.sqrt(x.var(-1, keepdims=True) + eps)
+    spread = x.std(-1, keepdims=True) + eps if std_plus_epsilon else np.sqrt(x.var(-1, keepdims=True) + eps)
     return gamma * centred / spread + beta
 
 
@@ -33,7 +33,7 @@ def numpy_feed_forward(block, x):
 
 
 def residual(block, x, norm, sublayer):
-    """Eq. 5.5 (pre-norm) or the original post-norm wiring, without dropout (inference)."""
+    """Pre-norm (Xiong et al., 2020) or the original post-norm wiring, without dropout (inference)."""
     if block.norm_first:
         return x + sublayer(numpy_layer_norm(x, norm))
     return numpy_layer_norm(x + sublayer(x), norm)
@@ -74,12 +74,12 @@ def test_encoder_block_matches_eq_5_5_in_numpy(rng, norm_first):
     assert_close(block(x, attention_mask=attention_mask), numpy_encoder_block(block, x, attention_mask), atol=1e-4)
 
 
-def test_layer_norm_is_eq_5_6_up_to_where_epsilon_sits(rng):
+def test_layer_norm_is_ba_et_al_up_to_where_epsilon_sits(rng):
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = ks.layers.TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
     block(x)
     norm = block.self_attention_norm
-    assert_close(norm(x), numpy_layer_norm(x, norm, eq_5_6=True), atol=1e-4)
+    assert_close(norm(x), numpy_layer_norm(x, norm, std_plus_epsilon=True), atol=1e-4)
 
 
 def test_decoder_block_matches_numpy_and_cache_equals_full_pass(rng):

@@ -43,7 +43,7 @@ MODELS = {
             {"attention": "luong_dot", "bidirectional_encoder": False},
             {"attention": "luong_concat"},
             {"attention": None},
-            {"input_feeding": True},
+            {"input_feeding": True, "dropout": 0.2},
         ],
         {"encoder_inputs": False, "decoder_inputs": True},
     ),

@@ -82,7 +82,7 @@ def test_padded_batch_equals_unpadded_runs(rng):
 
 
 def test_gradient_clipping_rescues_an_exploding_elman_rnn(rng):
-    """A linear Elman RNN (seed 000 eq. 3.1) with recurrent gain 1.2 over 30 steps explodes."""
+    """A linear Elman RNN (Elman, 1990) with recurrent gain 1.2 over 30 steps explodes."""
     x = rng.normal(size=(64, 30, 4)).astype("float32")
     y = x[:, :, 0].sum(1, keepdims=True) / 5
     losses = {}

@@ -28,7 +28,7 @@ def test_cached_generation_equals_uncached(cell):
 
 
 def test_conditioned_model_uses_its_vector(rng):
-    """Seed 004: h_t = phi(W_xh [x; y_{t-1}] + W_hh h_{t-1}) with x a fixed vector."""
+    """Murphy (2022), eq. 15.5: h_t = phi(W_xh [x; y_{t-1}] + W_hh h_{t-1}) with x a fixed vector."""
     model = ks.models.rnn_lm(20, embedding_dim=8, units=16, condition_dim=3)
     prompt = np.array([[3, 4], [5, 6]], "int32")
     for scale in (1.0, 30.0):
@@ -39,7 +39,7 @@ def test_conditioned_model_uses_its_vector(rng):
 
 
 def test_character_model_continues_a_phrase_from_the_embedded_text():
-    """vec2seq (seed 004): characters continued from a prefix, after training on real text."""
+    """vec2seq (Murphy, 2022, sec. 15.2.1): characters continued from a prefix, after training on real text."""
     phrase = "the white rabbit. "
     text = alice_text().lower()[:600] + phrase * 20
     alphabet = sorted(set(text))
@@ -54,7 +54,7 @@ def test_character_model_continues_a_phrase_from_the_embedded_text():
 
 
 def test_stateful_windows_continue_the_full_sequence(rng):
-    """Truncated BPTT (seed 001): the state carried across windows is the true continuation."""
+    """Truncated BPTT (Williams and Peng, 1990): the state carried across windows is the true continuation."""
     stream = rng.integers(1, 12, size=97)
     x, y = tbptt_windows(stream, batch_size=2, window=8)
     assert x.shape == (12, 8) and np.array_equal(x[2, 0], x[0, -1] * 0 + stream[8])  # row 0 of window 1

@@ -82,6 +82,7 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
         (lambda: ks.models.rnn_seq2seq(10, 0), r"rnn_seq2seq.*target_vocabulary_size"),
         (lambda: ks.models.rnn_seq2seq(10, 10, attention=None, input_feeding=True), r"rnn_seq2seq.*attention.*input_feeding=True.*None"),
         (lambda: ks.models.rnn_seq2seq(10, 10, attention="luong_dot"), r"rnn_seq2seq.*bidirectional_encoder.*False.*luong_dot.*got True"),
+        (lambda: ks.models.rnn_seq2seq(10, 10, dropout=1.0), r"rnn_seq2seq.*dropout.*\[0, 1\).*got 1.0"),
         (lambda: model.generate(np.full((1, 4), 12, "int32"), 6), r"RNNSeq2Seq.generate.*inputs.*ids in \[0, 12\)"),
     ]
     for call, message in cases:
@@ -89,8 +90,24 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
             call()
 
 
-def test_input_feeding_decoder_computes_bahdanau_eq_4_2_to_4_5(rng):
-    """Seed 000: e_ij = v^T tanh(W s_{i-1} + U h_j), alpha = softmax_j e, c_i = sum_j alpha_ij h_j,
+@pytest.mark.parametrize("input_feeding", [False, True])
+def test_dropout_acts_in_training_only(rng, input_feeding):
+    """With `dropout`, training outputs change; evaluation and `generate` equal the same weights without it."""
+    build = lambda rate: ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, input_feeding=input_feeding, dropout=rate)
+    dropped, plain = build(0.5), build(0.0)
+    plain.set_weights(dropped.get_weights())
+    inputs = {"encoder_inputs": rng.integers(3, 12, (4, 5)).astype("int32"), "decoder_inputs": rng.integers(3, 10, (4, 6)).astype("int32")}
+    evaluated = to_numpy(plain(inputs, training=False))
+    np.testing.assert_allclose(to_numpy(dropped(inputs, training=False)), evaluated, rtol=1e-5, atol=1e-6)
+    trained = to_numpy(dropped(inputs, training=True))
+    assert np.isfinite(trained).all() and np.abs(trained - evaluated).max() > 1e-3
+    source = inputs["encoder_inputs"]
+    np.testing.assert_array_equal(to_numpy(dropped.generate(source, 6)), to_numpy(plain.generate(source, 6)))
+    assert type(dropped).from_config(dropped.get_config()).get_config()["dropout"] == 0.5
+
+
+def test_input_feeding_decoder_computes_bahdanau_sec_3_1_and_appendix_a(rng):
+    """Bahdanau et al. (2015): e_ij = v^T tanh(W s_{i-1} + U h_j), alpha = softmax_j e, c_i = sum_j alpha_ij h_j,
     s_i = f(s_{i-1}, y_{i-1}, c_i) with f the Elman cell tanh([y; c] W_x + s U_s + b), in NumPy."""
     batch, steps, source_length, embedding_dim, annotation_dim, units = 2, 4, 5, 3, 6, 7
     y = rng.normal(size=(batch, steps, embedding_dim)).astype("float32")
@@ -104,12 +121,12 @@ def test_input_feeding_decoder_computes_bahdanau_eq_4_2_to_4_5(rng):
     W_x, U_s, b = (to_numpy(w) for w in decoder.cell.weights)
     s = s0.astype("float64")
     for i in range(steps):
-        e = np.tanh((s @ W_a)[:, None] + h @ U_a) @ v_a  # eq. 4.5, (B, S)
+        e = np.tanh((s @ W_a)[:, None] + h @ U_a) @ v_a  # appendix A.1.2, (B, S)
         e = np.where(source_mask, e, -np.inf)
         alpha = np.exp(e - e.max(-1, keepdims=True))
-        alpha /= alpha.sum(-1, keepdims=True)  # eq. 4.4
-        c = np.einsum("bs,bsd->bd", alpha, h)  # eq. 4.3
-        s = np.tanh(np.concatenate([y[:, i], c], -1) @ W_x + s @ U_s + b)  # eq. 4.2
+        alpha /= alpha.sum(-1, keepdims=True)  # eq. 6
+        c = np.einsum("bs,bsd->bd", alpha, h)  # eq. 5
+        s = np.tanh(np.concatenate([y[:, i], c], -1) @ W_x + s @ U_s + b)  # sec. 3.1
         np.testing.assert_allclose(weights[:, i], alpha, atol=1e-5)
         np.testing.assert_allclose(contexts[:, i], c, atol=1e-5)
         np.testing.assert_allclose(states[:, i], s, atol=1e-5)

@@ -1,4 +1,7 @@
-"""classify, tag and lm on tiny user files: metrics recomputed from predictions.tsv, rows in the valid order."""
+"""classify, tag and lm on tiny user files: metrics recomputed from predictions.tsv, rows in the valid order.
+
+Also what the recipes take when a flag is not given: the shipped real corpora, 180 s, and the
+defaults of the chosen model family."""
 
 import math
 import os
@@ -7,8 +10,8 @@ import numpy as np
 import pytest
 from recipe_runs import BACKEND, normalized, read_json, read_tsv
 
-from keras_seq.data import loaders
-from recipes import lm
+from keras_seq.data import corpora, loaders, phrasebook
+from recipes import classify, common, lm, tag, translate
 
 
 def check_common_outputs(run, epochs=1):
@@ -91,6 +94,34 @@ def test_lm(lm_run, data_dir):
     for i, row in enumerate(rows):
         assert row[0] == normalized(valid[15 * i : 15 * i + 7])
         assert row[1] == normalized(valid[15 * i + 7 : 15 * i + 16])
+
+
+def defaults(recipe, *argv):
+    args = recipe.parse(list(argv))
+    common.check_arguments(args)
+    return args
+
+
+def test_with_no_flag_classify_tag_and_lm_train_180_seconds_on_the_shipped_real_corpora():
+    for recipe in (classify, tag, lm):
+        args = defaults(recipe)
+        assert (args.max_seconds, args.epochs) == (180, None), recipe.__name__
+    assert classify.load_examples(defaults(classify)) == (corpora.sotu_party_passages("train"), corpora.sotu_party_passages("valid"))
+    assert tag.load_sentences(defaults(tag)) == (corpora.sotu_punctuation("train"), corpora.sotu_punctuation("valid"))
+    assert lm.load_text(defaults(lm)) == (corpora.loc_workshop_en("train"), corpora.loc_workshop_en("valid"))
+    # The built demonstrations stay one flag away.
+    assert classify.load_examples(defaults(classify, "--data", "reviews")) == tuple(map(list, phrasebook.sentiment_reviews()))
+    assert tag.load_sentences(defaults(tag, "--data", "phrasebook"))[1] == phrasebook.tagged_sentences()[1]
+
+
+def test_a_flag_left_out_takes_the_chosen_models_default():
+    for recipe in (classify, tag, lm, translate):
+        for model, values in recipe.MODELS.items():
+            args = defaults(recipe, "--model", model)
+            assert {flag: getattr(args, flag) for flag in values} == values, (recipe.__name__, model)
+    args = defaults(translate, "--model", "transformer", "--dropout", "0.3", "--learning-rate", "1e-4", "--hidden-dim", "64")
+    assert (args.dropout, args.learning_rate, args.hidden_dim) == (0.3, 1e-4, 64)
+    assert defaults(translate, "--model", "rnn", "--dropout", "0").dropout == 0.0  # zero is a value, not "not given"
 
 
 def test_lm_continuation_strips_the_prompt_even_where_spacing_differs():

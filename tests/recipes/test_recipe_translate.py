@@ -88,7 +88,7 @@ def test_model_keras_matches_the_vocabularies(run):
 
 
 def test_input_feeding_decoder_trains_and_exports(data_dir, tmp_path):
-    """`--input-feeding` (seed 000 eq. 4.2-4.5): trains, and its SavedModel writes the predictions."""
+    """`--input-feeding` (Bahdanau et al., 2015, sec. 3.1): trains, and its SavedModel writes the predictions."""
     run = run_recipe("translate", tmp_path, translate_argv(data_dir, tmp_path, "rnn-attention", 1, "--input-feeding"))
     metrics = read_json(run.path("metrics.json"))
     assert metrics["input_feeding"] is True and np.isfinite(metrics["valid_loss"])

