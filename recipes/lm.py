@@ -6,7 +6,7 @@ valid perplexity, and continues `--prompt` with cached decoding.
 
     python -m recipes.lm                              # LOC workshop prose (characters), 180 s
     python -m recipes.lm --data alice --epochs 60      # Alice in Wonderland, chapter 1
-    python -m recipes.lm --prompt "Electronic texts" --model transformer
+    python -m recipes.lm --prompt "The catalog" --model transformer
     python -m recipes.lm --train book.txt --valid book_valid.txt --level word
     python -m recipes.lm --tfds tiny_shakespeare
 """
@@ -33,11 +33,9 @@ def _alice():
     return book[:cut], book[cut:]
 
 
-# Embedded data, used when no --train/--tfds: name -> ((train, valid) texts, the default prompt).
-DATA = {
-    "workshop": (lambda: (corpora.loc_workshop_en("train"), corpora.loc_workshop_en("valid")), "Electronic texts"),
-    "alice": (_alice, "Alice was"),
-}
+# Embedded data, used when no --train/--tfds: name -> (train, valid) texts, and the prompt each continues.
+DATA = {"workshop": lambda: (corpora.loc_workshop_en("train"), corpora.loc_workshop_en("valid")), "alice": _alice}
+PROMPTS = {"workshop": "Electronic texts", "alice": "Alice was"}
 
 
 def parse(argv=None):
@@ -60,7 +58,7 @@ def parse(argv=None):
 
 def load_text(args):
     """`(train, valid)` texts: the files, the tfds splits or the embedded data."""
-    return common.load_splits(args, "lm", loaders.read_text, {name: load for name, (load, _) in DATA.items()})
+    return common.load_splits(args, "lm", loaders.read_text, DATA)
 
 
 def windows(stream, window, limit=None):
@@ -95,7 +93,7 @@ def run(args):
         raise common.UsageError(f"--window: expected at least 2 tokens, got {args.window}")
     train_text, valid_text = load_text(args)
     if args.prompt is None:
-        args.prompt = "The" if args.train or args.tfds else DATA[args.data][1]
+        args.prompt = "The" if args.train or args.tfds else PROMPTS[args.data]
     if args.level == "subword":
         # SentencePiece trains on sentences of bounded length: the text's lines.
         build = lambda: {"text": common.subword_vocabulary(args, train_text.splitlines(), args.vocab_size)}

@@ -28,8 +28,8 @@ from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
 from keras_seq.metrics.copy_rate import copy_rate
 from recipes import common
 
-# Model family -> its defaults of the flags that depend on it. The attentional GRU's width, dropout
-# and rate were chosen by the sweep on real data (benchmarks/RESULTS.md), the Transformer's likewise.
+# Model family -> its defaults of the flags that depend on it. The GRU's width and dropout and the
+# Transformer's peak rate were chosen by sweeps on real data (benchmarks/RESULTS.md).
 RNN_DEFAULTS = {"hidden_dim": 192, "dropout": 0.0, "learning_rate": 3e-3}
 MODELS = {
     "transformer": {"hidden_dim": 128, "dropout": 0.1, "learning_rate": 2e-3},

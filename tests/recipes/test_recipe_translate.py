@@ -131,7 +131,8 @@ def test_subword_run_ships_its_sentencepiece_model_and_ties_three_ways(translate
         ("translate", ["--max-seconds", "30"], (None, 30.0)),  # seconds alone: no epoch limit
         ("translate", ["--epochs", "2"], (2, None)),  # epochs alone: no time limit
         ("translate", ["--epochs", "2", "--max-seconds", "30"], (2, 30.0)),
-        ("classify", [], (4, None)),
+        ("classify", [], (None, 180.0)),
+        ("classify", ["--epochs", "4"], (4, None)),
     ],
 )
 def test_the_budget_flags(recipe, argv, budget, tmp_path):
