@@ -144,7 +144,7 @@ def batches(sources, targets, args, shuffle):
 
     options = tf.data.Options()
     # Without this, TensorFlow's fit can wait seconds at each epoch's end for tf.data's autotuning
-    # thread while the CPU is busy (see the README); the pipeline only pads arrays already in memory.
+    # thread while the CPU is busy (docs/design_choices.md, "Feeding arrays to `fit`"); the pipeline only pads arrays already in memory.
     options.autotune.enabled = False
     return data.map(split).prefetch(2).with_options(options)
 

@@ -19,24 +19,32 @@ def causal_mask(query_length, key_length, query_offset=0):
 
 
 def merge_masks(key_padding_mask=None, attention_mask=None, causal=None):
-    """AND of the masks given, as a boolean `(B or 1, Tq, Tk)` tensor, or None.
+    """AND of the masks given, as a boolean `(B or 1, H or 1, Tq, Tk)` tensor, or None.
 
     Args:
         key_padding_mask: `(B, Tk)`, True at real (non-padding) keys.
-        attention_mask: `(B, Tq, Tk)`.
+        attention_mask: `(Tq, Tk)`, `(B, Tq, Tk)` or `(B, H, Tq, Tk)` (one per head).
         causal: `(Tq, Tk)` from `causal_mask`.
     """
     merged = None
     for mask in (
-        None if key_padding_mask is None else ops.expand_dims(key_padding_mask, 1),
-        attention_mask,
-        None if causal is None else ops.expand_dims(causal, 0),
+        None if key_padding_mask is None else key_padding_mask[:, None, None, :],
+        None if attention_mask is None else _with_head_axis(attention_mask),
+        None if causal is None else causal[None, None],
     ):
         if mask is None:
             continue
         mask = ops.cast(mask, "bool")
         merged = mask if merged is None else ops.logical_and(merged, mask)
     return merged
+
+
+def _with_head_axis(attention_mask):
+    """`(Tq, Tk)` -> `(1, 1, Tq, Tk)`, `(B, Tq, Tk)` -> `(B, 1, Tq, Tk)`; `(B, H, Tq, Tk)` as it is."""
+    rank = len(attention_mask.shape)
+    if rank == 2:
+        return attention_mask[None, None]
+    return ops.expand_dims(attention_mask, 1) if rank == 3 else attention_mask
 
 
 def rows_with_keys(mask):

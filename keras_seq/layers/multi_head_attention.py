@@ -61,7 +61,14 @@ class MultiHeadAttention(keras.layers.Layer):
       masked gets zero weights and a zero context (the output is then the output
       bias), never NaN, in float32, float16 and bfloat16.
     * Variables have the order and shapes of `keras.layers.MultiHeadAttention`, so
-      `layer.set_weights(keras_mha.get_weights())` reproduces its outputs.
+      `layer.set_weights(keras_mha.get_weights())` reproduces its outputs, and the layer
+      meets Keras' layer contract (`compute_output_shape`, outputs of the compute dtype
+      under every policy, attention masks of shape `(T, S)`, `(B, T, S)`, `(B, H, T, S)`).
+      Out of scope, which Keras' layer has: attention over other axes than time
+      (`attention_axes`), `use_gate`, `sliding_window`, regularizers and constraints, LoRA
+      and int8 quantization. A query's own padding mask is not applied: a padded query
+      attends like any other (Keras' layer gives it uniform weights), and masking
+      downstream ignores it either way.
     * With `cache` (shape `(B, 2, S, H, key_dim)`: keys then values of S positions)
       and `cache_update_index`, the projected keys/values of the new positions are
       written at `cache_update_index` and the query attends over the whole cache,
@@ -81,7 +88,8 @@ class MultiHeadAttention(keras.layers.Layer):
         query: `(B, Tq, Dq)`.
         value: `(B, Tv, Dv)`.
         key: `(B, Tv, Dk)`; defaults to `value`.
-        attention_mask: boolean `(B, Tq, Tv)`, True where attending is allowed.
+        attention_mask: boolean `(Tq, Tv)`, `(B, Tq, Tv)` or `(B, H, Tq, Tv)` (B and H
+            may be 1), True where attending is allowed.
         use_causal_mask: forbid attending to later positions (offset by
             `cache_update_index` when decoding with a cache).
         return_attention_scores: also return the weights `(B, H, Tq, Tv)`.
@@ -174,14 +182,33 @@ class MultiHeadAttention(keras.layers.Layer):
             for name, given in (("cache_update_index", cache_update_index), ("cache_rows", cache_rows)):
                 if given is not None:
                     v.fail(owner, name, "to come with a `cache`", "no cache")
-            v.check_shape(owner, "attention_mask", attention_mask, (batch, query_length, value_length))
+            self._check_attention_mask(attention_mask, batch, query_length, value_length)
             return
         if self.value_dim != self.key_dim:
             v.fail(owner, "cache", "value_dim == key_dim (keys and values share one cache)", self.value_dim)
         expected = (batch, 2, None, self.num_heads, self.key_dim)
         v.check_shape(owner, "cache", cache, expected)
-        v.check_shape(owner, "attention_mask", attention_mask, (batch, query_length, cache.shape[2]))
+        self._check_attention_mask(attention_mask, batch, query_length, cache.shape[2])
         v.check_shape(owner, "cache_rows", cache_rows, (batch, cache.shape[2]))
+
+    def _check_attention_mask(self, mask, batch, query_length, key_length):
+        """`(Tq, Tk)`, `(B, Tq, Tk)` or `(B, H, Tq, Tk)`, where B and H may be 1 (broadcast)."""
+        if mask is None:
+            return
+        shapes = {
+            2: (query_length, key_length),
+            3: (batch, query_length, key_length),
+            4: (batch, self.num_heads, query_length, key_length),
+        }
+        shape = v.shape_of(mask)
+        expected = shapes.get(len(shape))
+        broadcast = {0, 1} if len(shape) == 4 else {0}
+        if expected is None or any(
+            got is not None and want is not None and got != want and not (axis in broadcast and got == 1)
+            for axis, (got, want) in enumerate(zip(shape, expected))
+        ):
+            options = " or ".join(str(tuple(e)) for e in shapes.values())
+            v.fail(v.owner_name(self), "attention_mask", f"shape {options} (batch and heads may be 1)", f"shape {shape}")
 
     def call(
         self,
@@ -201,8 +228,30 @@ class MultiHeadAttention(keras.layers.Layer):
         key = value if key is None else key
         self._check_inputs(query, value, key, attention_mask, cache, cache_update_index, cache_rows)
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
-        writes_softmax_out = _backend.heads_first_attention()  # JAX on the CPU: no fused kernel
-        heads_first = cache is None and writes_softmax_out
+        heads_first = cache is None and _backend.heads_first_attention()
+        q, k, v_, cache = self._project_inputs(query, key, value, cache, cache_update_index, cache_rows, heads_first)
+        time_axis = 2 if heads_first else 1
+        key_padding = key_mask if key_mask is not None else value_mask
+        if key_padding is not None and key_padding.shape[-1] != k.shape[time_axis]:
+            key_padding = None  # a mask of the new tokens only: the cache has its own positions
+        causal = None
+        if use_causal_mask:
+            offset = 0 if cache_update_index is None else cache_update_index
+            causal = causal_mask(ops.shape(q)[time_axis], ops.shape(k)[time_axis], offset)
+        output, scores = self._attend(
+            q, k, v_, key_padding, attention_mask, causal, cache, cache_rows, heads_first,
+            return_attention_scores, training,
+        )
+        results = (self._project_output(output, heads_first),)
+        if return_attention_scores:
+            results += (scores,)
+        if cache is not None:
+            results += (cache,)
+        return results[0] if len(results) == 1 else results
+
+    def _project_inputs(self, query, key, value, cache, cache_update_index, cache_rows, heads_first):
+        """Queries, keys and values per head (`(B, T, H, d)`, or `(B, H, T, d)` if `heads_first`), and the cache
+        with the new keys and values written in (keys and values read from it when it is given)."""
         # Three products even for self-attention: one product by the three kernels joined
         # at call time made a training step of the layer 3-13% slower on the CPU.
         q = _project(query, self.query_kernel, self.query_bias, heads_first)
@@ -218,54 +267,58 @@ class MultiHeadAttention(keras.layers.Layer):
             k, v_ = cache[:, 0], cache[:, 1]
         if cache_rows is not None:
             k, v_ = _read_rows(k, cache_rows), _read_rows(v_, cache_rows)
+        return q, k, v_, cache
 
-        time_axis = 2 if heads_first else 1
-        key_padding = key_mask if key_mask is not None else value_mask
-        if key_padding is not None and key_padding.shape[-1] != k.shape[time_axis]:
-            key_padding = None  # a mask of the new tokens only: the cache has its own positions
-        causal = None
-        if use_causal_mask:
-            offset = 0 if cache_update_index is None else cache_update_index
-            causal = causal_mask(ops.shape(q)[time_axis], ops.shape(k)[time_axis], offset)
+    def _attend(self, q, k, v_, key_padding, attention_mask, causal, cache, cache_rows, heads_first,
+                return_attention_scores, training):
+        """Eq. 1 by the cheapest exact kernel for the call: `(output per head, weights or None)`."""
         # A causal mask alone leaves every query at least its own key: no empty rows to guard.
         causal_alone = causal is not None and key_padding is None and attention_mask is None
         dropping = self.dropout > 0 and bool(training)
         # Never on JAX on the CPU, not even over a cache: there `jax.nn.dot_product_attention`
         # is slower, and under `jit` it fails to compile for float16 inputs.
-        fused = not (writes_softmax_out or return_attention_scores or dropping)
+        fused = not (_backend.heads_first_attention() or return_attention_scores or dropping)
         fused = fused and self.key_dim == self.value_dim
-        # One new token against a cache: products as multiply-and-sum over the cache in its
-        # own layout, so no step copies the cache into the heads-first layout of a matmul.
-        single_query = cache is not None and q.shape[1] == 1 and not (return_attention_scores or dropping)
         kernel_causal = fused and causal_alone and cache is None  # the kernel masks causally itself
         mask = None if kernel_causal else merge_masks(key_padding, attention_mask, causal)
-        scores = None
-        if single_query:
+        # One new token against a cache: products as multiply-and-sum over the cache in its
+        # own layout, so no step copies the cache into the heads-first layout of a matmul.
+        if cache is not None and q.shape[1] == 1 and not (return_attention_scores or dropping):
             whole_cache = cache if cache_rows is None and _backend.single_query_reads_whole_cache() else None
-            output = self._single_query_attention(q, k, v_, mask, causal_alone, whole_cache)
-        elif fused:
-            output = self._fused_attention(q, k, v_, mask, kernel_causal, causal_alone)
-        elif heads_first:
-            output, scores = self._explicit_attention(q, k, v_, mask, causal_alone, training)
-        else:
-            output, scores = self._explicit_attention(
-                *map(_swap_time_and_heads, (q, k, v_)), mask, causal_alone, training
-            )
-            output = _swap_time_and_heads(output)
+            return self._single_query_attention(q, k, v_, mask, causal_alone, whole_cache), None
+        if fused:
+            return self._fused_attention(q, k, v_, mask, kernel_causal, causal_alone), None
+        if heads_first:
+            return self._explicit_attention(q, k, v_, mask, causal_alone, training)
+        output, scores = self._explicit_attention(*map(_swap_time_and_heads, (q, k, v_)), mask, causal_alone, training)
+        return _swap_time_and_heads(output), scores
 
+    def _project_output(self, output, heads_first):
+        """`Concat(head_1..head_h) W^O (+ b)`: `(B, T, H, d_v)` (or heads first) -> `(B, T, D_out)`."""
         if heads_first:
             output = ops.einsum("bhtk,hkd->btd", output, self.output_kernel)
         else:
             batch, length = ops.shape(output)[0], ops.shape(output)[1]
             output = ops.reshape(output, (batch, length, self.num_heads * self.value_dim))
             output = ops.matmul(output, ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1)))
-        if self.use_bias:
-            output = output + self.output_bias
-        results = (output,)
-        if return_attention_scores:
-            results += (scores,)
+        return output + self.output_bias if self.use_bias else output
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        return (*query_shape[:-1], self._output_shape or query_shape[-1])
+
+    def compute_output_spec(self, query, value, key=None, attention_mask=None, **call_arguments):
+        """The output, scores and cache as `call` returns them, in the layer's compute dtype."""
+        key = value if key is None else key
+        cache = call_arguments.get("cache")
+        cache_update_index, cache_rows = call_arguments.get("cache_update_index"), call_arguments.get("cache_rows")
+        self._check_inputs(query, value, key, attention_mask, cache, cache_update_index, cache_rows)
+        dtype = self.compute_dtype
+        results = (keras.KerasTensor(self.compute_output_shape(query.shape, value.shape, key.shape), dtype=dtype),)
+        if call_arguments.get("return_attention_scores"):
+            key_length = value.shape[1] if cache is None else cache.shape[2]
+            results += (keras.KerasTensor((query.shape[0], self.num_heads, query.shape[1], key_length), dtype=dtype),)
         if cache is not None:
-            results += (cache,)
+            results += (keras.KerasTensor(cache.shape, dtype=dtype),)
         return results[0] if len(results) == 1 else results
 
     @property
@@ -284,17 +337,13 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is None:
             return ops.dot_product_attention(q, k, v_, scale=self._scale, is_causal=is_causal, flash_attention=flash)
         if rows_never_empty:
-            return ops.dot_product_attention(
-                q, k, v_, mask=ops.expand_dims(mask, 1), scale=self._scale, flash_attention=flash
-            )
-        has_keys = rows_with_keys(mask)  # (B, Tq, 1)
+            return ops.dot_product_attention(q, k, v_, mask=mask, scale=self._scale, flash_attention=flash)
+        has_keys = rows_with_keys(mask)  # (B, H or 1, Tq, 1)
         # Open fully masked rows to every key so the kernel (and its gradient)
         # stays finite, then zero those rows.
         kernel_mask = ops.logical_or(mask, ops.logical_not(has_keys))
-        output = ops.dot_product_attention(
-            q, k, v_, mask=ops.expand_dims(kernel_mask, 1), scale=self._scale, flash_attention=flash
-        )
-        return ops.where(ops.expand_dims(has_keys, -1), output, ops.zeros_like(output))
+        output = ops.dot_product_attention(q, k, v_, mask=kernel_mask, scale=self._scale, flash_attention=flash)
+        return ops.where(ops.swapaxes(has_keys, 1, 2), output, ops.zeros_like(output))  # (B, Tq, H or 1, 1)
 
     def _single_query_attention(self, q, k, v_, mask, rows_never_empty, whole_cache=None):
         """Eq. 1 for one query per row: `(B,1,H,dk), (B,S,H,dk), (B,S,H,dv) -> (B,1,H,dv)`.
@@ -313,7 +362,7 @@ class MultiHeadAttention(keras.layers.Layer):
             whole_cache = ops.cast(whole_cache, "float32")
             query_for_keys = ops.stack((q, ops.zeros_like(q)), axis=1)  # (B, 2, 1, H, d)
             scores = ops.sum(query_for_keys * whole_cache, axis=(1, 4))
-        mask = None if mask is None else ops.expand_dims(mask[:, 0], -1)  # (B, S, 1)
+        mask = None if mask is None else ops.swapaxes(mask[:, :, 0], 1, 2)  # (B, S, H or 1), as the scores
         weights = masked_softmax(scores * self._scale, mask, rows_may_be_empty=not rows_never_empty, axis=1)
         if whole_cache is None:
             context = ops.sum(ops.expand_dims(weights, -1) * ops.cast(v_, "float32"), axis=1, keepdims=True)
@@ -328,7 +377,6 @@ class MultiHeadAttention(keras.layers.Layer):
         to the weights that multiply the values, not to those returned).
         """
         scores = ops.matmul(q * ops.cast(self._scale, q.dtype), ops.swapaxes(k, -1, -2))
-        mask = None if mask is None else ops.expand_dims(mask, 1)
         weights = ops.cast(masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty), self.compute_dtype)
         return ops.matmul(self.attention_dropout(weights, training=training), v_), weights
 

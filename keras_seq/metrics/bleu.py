@@ -17,6 +17,8 @@ import math
 import re
 import unicodedata
 
+from keras_seq.metrics.segments import as_string_list, describe, reference_streams
+
 __all__ = ["corpus_bleu"]
 
 _MAX_ORDER = 4
@@ -167,90 +169,6 @@ _TOKENIZERS = {
 }
 
 # ---------------------------------------------------------------------------
-# Input validation.
-# ---------------------------------------------------------------------------
-
-
-def _describe(value):
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{type(value).__name__} {text}"
-
-
-def _as_string_list(value, name):
-    """Materializes a sequence of strings, rejecting a bare string."""
-    if isinstance(value, (str, bytes)):
-        # A bare string is iterable, but scoring its characters as separate
-        # segments is never what the caller meant.
-        raise ValueError(
-            f"corpus_bleu: {name} must be a sequence of strings, got a bare "
-            f"{_describe(value)}; wrap a single segment in a list."
-        )
-    try:
-        items = list(value)
-    except TypeError:
-        raise ValueError(
-            f"corpus_bleu: {name} must be a sequence of strings, got "
-            f"{_describe(value)}."
-        ) from None
-    for index, item in enumerate(items):
-        if not isinstance(item, str):
-            raise ValueError(
-                f"corpus_bleu: {name}[{index}] must be a str, got "
-                f"{_describe(item)}."
-            )
-    return items
-
-
-def _reference_streams(references, num_hypotheses):
-    """Normalizes `references` to a list of streams, one str per hypothesis."""
-    if isinstance(references, (str, bytes)):
-        raise ValueError(
-            "corpus_bleu: references must be a list of strings (one per "
-            "hypothesis) or a list of reference streams, got a bare "
-            f"{_describe(references)}."
-        )
-    try:
-        entries = list(references)
-    except TypeError:
-        raise ValueError(
-            "corpus_bleu: references must be a list of strings (one per "
-            "hypothesis) or a list of reference streams, got "
-            f"{_describe(references)}."
-        ) from None
-
-    # The first entry decides the layout: a str means a flat list (a single
-    # reference stream), anything else a list of reference streams.
-    if not entries or isinstance(entries[0], str):
-        for index, entry in enumerate(entries):
-            if not isinstance(entry, str):
-                raise ValueError(
-                    f"corpus_bleu: references[{index}] must be a str like "
-                    f"references[0] in a flat reference list, got "
-                    f"{_describe(entry)}."
-                )
-        named_streams = [("references", entries)]
-    else:
-        named_streams = [
-            (f"references[{index}]",
-             _as_string_list(stream, f"references[{index}]"))
-            for index, stream in enumerate(entries)
-        ]
-
-    for name, stream in named_streams:
-        if len(stream) != num_hypotheses:
-            raise ValueError(
-                f"corpus_bleu: {name} has {len(stream)} "
-                f"segment{'' if len(stream) == 1 else 's'} but hypotheses "
-                f"has {num_hypotheses}; expected exactly one "
-                "reference segment per hypothesis."
-            )
-    streams = [stream for _, stream in named_streams]
-    return streams
-
-
-# ---------------------------------------------------------------------------
 # Statistics and score.
 # ---------------------------------------------------------------------------
 
@@ -379,12 +297,12 @@ def corpus_bleu(hypotheses, references, lowercase=False, tokenize="13a"):
         raise ValueError(
             f"corpus_bleu: tokenize must be one of "
             f"{', '.join(repr(name) for name in _TOKENIZERS)}, got "
-            f"{_describe(tokenize)}."
+            f"{describe(tokenize)}."
         )
     tokenizer = _TOKENIZERS[tokenize]
 
-    hypotheses = _as_string_list(hypotheses, "hypotheses")
-    streams = _reference_streams(references, len(hypotheses))
+    hypotheses = as_string_list(hypotheses, "hypotheses", "corpus_bleu")
+    streams = reference_streams(references, len(hypotheses), "corpus_bleu")
     if not hypotheses:
         return 0.0
 

@@ -22,6 +22,8 @@ pulling in TensorFlow, Keras or NumPy.
 import collections
 import numbers
 
+from keras_seq.metrics.segments import as_string_list, describe, reference_streams
+
 __all__ = ["corpus_chrf"]
 
 # sacreBLEU's chrF++ word splitter peels one ASCII punctuation character
@@ -37,89 +39,11 @@ _EPS = 1e-16
 # ---------------------------------------------------------------------------
 
 
-def _describe(value):
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{type(value).__name__} {text}"
-
-
-def _as_string_list(value, name):
-    """Materializes a sequence of strings, rejecting a bare string."""
-    if isinstance(value, (str, bytes)):
-        # A bare string is iterable, but scoring its characters as separate
-        # segments is never what the caller meant.
-        raise ValueError(
-            f"corpus_chrf: {name} must be a sequence of strings, got a bare "
-            f"{_describe(value)}; wrap a single segment in a list."
-        )
-    try:
-        items = list(value)
-    except TypeError:
-        raise ValueError(
-            f"corpus_chrf: {name} must be a sequence of strings, got "
-            f"{_describe(value)}."
-        ) from None
-    for index, item in enumerate(items):
-        if not isinstance(item, str):
-            raise ValueError(
-                f"corpus_chrf: {name}[{index}] must be a str, got "
-                f"{_describe(item)}."
-            )
-    return items
-
-
-def _reference_streams(references, num_hypotheses):
-    """Normalizes `references` to a list of streams, one str per hypothesis."""
-    if isinstance(references, (str, bytes)):
-        raise ValueError(
-            "corpus_chrf: references must be a list of strings (one per "
-            "hypothesis) or a list of reference streams, got a bare "
-            f"{_describe(references)}."
-        )
-    try:
-        entries = list(references)
-    except TypeError:
-        raise ValueError(
-            "corpus_chrf: references must be a list of strings (one per "
-            "hypothesis) or a list of reference streams, got "
-            f"{_describe(references)}."
-        ) from None
-
-    # The first entry decides the layout: a str means a flat list (a single
-    # reference stream), anything else a list of reference streams.
-    if not entries or isinstance(entries[0], str):
-        for index, entry in enumerate(entries):
-            if not isinstance(entry, str):
-                raise ValueError(
-                    f"corpus_chrf: references[{index}] must be a str like "
-                    f"references[0] in a flat reference list, got "
-                    f"{_describe(entry)}."
-                )
-        named_streams = [("references", entries)]
-    else:
-        named_streams = [
-            (f"references[{index}]",
-             _as_string_list(stream, f"references[{index}]"))
-            for index, stream in enumerate(entries)
-        ]
-
-    for name, stream in named_streams:
-        if len(stream) != num_hypotheses:
-            raise ValueError(
-                f"corpus_chrf: {name} has {len(stream)} "
-                f"segment{'' if len(stream) == 1 else 's'} but hypotheses "
-                f"has {num_hypotheses}; expected exactly one "
-                "reference segment per hypothesis."
-            )
-    return [stream for _, stream in named_streams]
-
-
 def _check_order(value, name):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(
             f"corpus_chrf: {name} must be a non-negative int, got "
-            f"{_describe(value)}."
+            f"{describe(value)}."
         )
     return int(value)
 
@@ -129,7 +53,7 @@ def _check_beta(beta):
             or not beta >= 0 or beta == float("inf")):
         raise ValueError(
             "corpus_chrf: beta must be a finite non-negative number (recall "
-            f"weighs beta times as much as precision), got {_describe(beta)}."
+            f"weighs beta times as much as precision), got {describe(beta)}."
         )
     return beta
 
@@ -313,8 +237,8 @@ def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
         )
     beta = _check_beta(beta)
 
-    hypotheses = _as_string_list(hypotheses, "hypotheses")
-    streams = _reference_streams(references, len(hypotheses))
+    hypotheses = as_string_list(hypotheses, "hypotheses", "corpus_chrf")
+    streams = reference_streams(references, len(hypotheses), "corpus_chrf")
     if not hypotheses:
         return 0.0
 

@@ -23,7 +23,8 @@ def numpy_multi_head(query, value, weights, num_heads, key_dim, mask=None):
     scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(key_dim)  # eq. 1
     if mask is None:
         mask = np.ones(scores.shape[-2:], bool)[None]
-    allowed = np.broadcast_to(mask[:, None], scores.shape)
+    mask = np.asarray(mask, bool)  # (T, S), (B, T, S) or (B, H, T, S)
+    allowed = np.broadcast_to(mask[:, None] if mask.ndim == 3 else mask.reshape((1,) * (4 - mask.ndim) + mask.shape), scores.shape)
     scores = np.where(allowed, scores, -np.inf)
     row_max = np.max(np.where(allowed, scores, -1e30), axis=-1, keepdims=True)
     e = np.where(allowed, np.exp(scores - row_max), 0.0)
