@@ -111,10 +111,9 @@ def heads_first_attention():
     """Whether attention should project straight to `(B, H, T, d)` and write out its softmax.
 
     True on JAX on the CPU: there, einsum projections into the heads-first layout and
-    the scores as batched products, softmax in the graph, made a training step of a
-    causal self-attention layer about 15% faster than `(B, T, H, d)` projections fed
-    to `jax.nn.dot_product_attention` (B=32, T=128, D=256, 4 heads; 104 against 121 ms,
-    benchmarks/RESULTS.md); over a cache (`(B, S, H, d)` keys and values) the layer
+    the scores as batched products, softmax in the graph, make a training step of a
+    causal self-attention layer faster than `(B, T, H, d)` projections fed to
+    `jax.nn.dot_product_attention` (benchmarks/RESULTS.md); over a cache (`(B, S, H, d)` keys and values) the layer
     writes its softmax out too, since XLA:CPU cannot compile `jax.nn.dot_product_attention`
     for float16 inputs (its `float16 x float16 -> float32` product). Elsewhere the
     fused kernel (flash/cuDNN on GPUs, PyTorch's SDPA, XLA on TensorFlow) is as fast
@@ -148,8 +147,8 @@ def tf_data_without_autotuning():
     """`tf.data.Options` with autotuning off, for pipelines whose work is too small to tune.
 
     While training keeps the CPU busy, deleting a `tf.data` iterator with autotuning on
-    waits for the autotuning thread's next scheduled wake-up (its period starts at 10 ms
-    and doubles: 10.23 s, 20.47 s, ... after the first batch), and Keras deletes one at
+    waits for the autotuning thread's next scheduled wake-up (a period that doubles
+    after every wake-up, so seconds into training), and Keras deletes one at
     the end of every epoch of array inputs, of every validation pass and of `fit`. With
     autotuning off, `num_parallel_calls=AUTOTUNE` means one call per CPU core.
     """

@@ -63,8 +63,7 @@ def _argmax(logits):
 
     Equal to `ops.argmax` on rows without NaN (a row of NaN gives V-1; the backends'
     `argmax` disagree there too). XLA on the CPU runs `ops.argmax` as one paired
-    (value, index) reduction 2.5-4x slower than these two plain ones (`(8, 8000)` logits: 0.16
-    against 0.06 ms a step on JAX, 0.07 against 0.02 on TensorFlow).
+    (value, index) reduction, slower than these two plain ones (benchmarks/RESULTS.md).
     """
     vocabulary_size = ops.shape(logits)[-1]
     best = ops.max(logits, axis=-1, keepdims=True)

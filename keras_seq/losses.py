@@ -24,8 +24,7 @@ def target_nll(y_pred, targets, from_logits=True):
     JAX `logsumexp(z) - z_target`, which leaves no log-softmax tensor for XLA to
     write and read back; on torch a gather from the log-softmax, whose gradient
     torch writes in place (Keras' own torch op moves the class axis and copies the
-    logits twice). Measured: benchmarks/RESULTS.md, the head + cross-entropy rows
-    and the reading of 2026-11-23.
+    logits twice). Measured: benchmarks/RESULTS.md, the head + cross-entropy rows.
     """
     y_pred = ops.cast(y_pred, "float32")
     if not from_logits:

@@ -253,7 +253,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """Queries, keys and values per head (`(B, T, H, d)`, or `(B, H, T, d)` if `heads_first`), and the cache
         with the new keys and values written in (keys and values read from it when it is given)."""
         # Three products even for self-attention: one product by the three kernels joined
-        # at call time made a training step of the layer 3-13% slower on the CPU.
+        # at call time made a training step of the layer slower on the CPU.
         q = _project(query, self.query_kernel, self.query_bias, heads_first)
         if cache is not None and cache_update_index is None:
             k, v_ = cache[:, 0], cache[:, 1]

@@ -1,15 +1,11 @@
 """Position-wise products `(..., D) -> (..., U)` computed as one 2-D matrix product over all positions.
 
 XLA on the CPU under JAX lays out the gradient of a `(B, T, D) x (D, U)` product
-badly: for the kernel's gradient it copies the `(B, T, U)` output gradient
-transposed (131 MB a step for an 8000-word head at B=32, T=128) before a slower
-3-D contraction. Folding `B` and `T` into one axis first gives it a plain
-`(B*T, D) x (D, U)` product and its two plain gradients. Measured on a
-`transformer_lm` training step (V=8000, 4 blocks, D=256, B=32, T=128; JAX, CPU):
-1064 ms with `keras.layers.Dense` heads and feed-forward layers, 835 ms with the
-head folded, 784 ms with the feed-forward layers folded too. TensorFlow and eager
-torch fold the axes themselves (no change there); under `torch.compile` the step
-went from 752 to 632 ms (benchmarks/RESULTS.md, reading of 2026-11-23 23:26).
+badly: for the kernel's gradient it copies the whole `(B, T, U)` output gradient
+transposed before a slower 3-D contraction. Folding `B` and `T` into one axis first
+gives it a plain `(B*T, D) x (D, U)` product and its two plain gradients.
+TensorFlow and eager torch fold the axes themselves; `torch.compile` gains too
+(the step times are in benchmarks/RESULTS.md).
 """
 
 import keras

@@ -31,8 +31,8 @@ class GenerativeModel(ArrayFeedModel):
         An instance of exactly that class, given as the single loss, becomes
         `ks.losses.SparseCategoricalCrossentropy` with the same configuration: the
         same loss and gradients, without the `(B, T, V)` one-hot of Keras' JAX op or
-        the logits copy of its torch op (a `transformer_lm` training step 3-13%
-        faster on JAX, 15% on eager torch; benchmarks/RESULTS.md). Losses in a dict
+        the logits copy of its torch op (a faster `transformer_lm` training step on
+        JAX and eager torch; benchmarks/RESULTS.md). Losses in a dict
         or list, subclasses and functions are used as given.
         """
         if type(loss) is keras.losses.SparseCategoricalCrossentropy:
