@@ -26,7 +26,7 @@ with the implementations timed round-robin (see `_timing.py`):
   pipeline and `fit`'s teardown included: on TensorFlow, Keras' `tf.data` feed of
   arrays waits for tf.data's autotuning thread when its iterator is deleted while the
   CPU is busy (keras_seq's models feed arrays with autotuning off,
-  `keras_seq/models/array_feed.py`).
+  `keras_seq/models/keras_workarounds.py`).
 * Generation, cached greedy, batch 8, prompt 16, 112 new tokens (`max_length=128`):
   new tokens/s of `model.generate` against keras-hub's `GPT2CausalLM.generate` (the
   same sizes, `anchors/keras_hub_generate.py`), and beam search with 4 beams against
@@ -59,7 +59,6 @@ every other section.
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 

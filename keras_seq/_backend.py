@@ -11,11 +11,14 @@ backend-agnostic public equivalent in Keras 3:
 * which attention layout is fastest on the device at hand (`heads_first_attention`,
   `single_query_reads_whole_cache`), and which flash-attention flag to hand Keras
   (`flash_attention_flag`);
-* the `tf.data` options of pipelines too small to autotune (`tf_data_without_autotuning`).
+* the `tf.data` options of pipelines too small to autotune (`tf_data_without_autotuning`);
+* the fastest exact cross-entropy of each backend (`target_nll_from_logits`), and the form
+  of the seed a compiled decoder takes (`decoding_seed`).
 """
 
 import numpy as np
 import keras
+from keras import ops
 from keras.src.backend.common import masking as _masking
 
 
@@ -89,6 +92,34 @@ def compile_for_inference(model, function):
             return function(*args)
 
     return no_grad
+
+
+def take_target(values, targets):
+    """`values[..., targets]`: `(..., V), (...) -> (...)`."""
+    return ops.squeeze(ops.take_along_axis(values, ops.expand_dims(targets, -1), axis=-1), -1)
+
+
+def target_nll_from_logits(logits, targets):
+    """`-log softmax(logits)[target]` per position, from float32 logits, by each backend's fastest exact form.
+
+    None builds a `(..., V)` one-hot: TensorFlow's fused sparse softmax cross-entropy
+    kernel; on JAX `logsumexp(z) - z_target`, which leaves no log-softmax tensor for XLA
+    to write and read back; on torch a gather from the log-softmax, whose gradient torch
+    writes in place (Keras' own torch op moves the class axis and copies the logits
+    twice). Measured: benchmarks/RESULTS.md, the head + cross-entropy rows.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+    if backend == "jax":
+        return ops.logsumexp(logits, axis=-1) - take_target(logits, targets)
+    return -take_target(ops.log_softmax(logits, axis=-1), targets)
+
+
+def decoding_seed(seed):
+    """The seed as `compile_for_inference`'s decoder takes it: an int32 tensor (a traced argument,
+    so a new seed does not retrace), or on torch, which runs the decoder eagerly, the Python int."""
+    return seed if keras.backend.backend() == "torch" else ops.convert_to_tensor(seed, "int32")
 
 
 def flash_attention_flag():

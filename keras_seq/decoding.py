@@ -390,8 +390,7 @@ def generate(
     if compiled is None:
         compiled = _backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
         model._compiled_decoders[key] = compiled
-    seed_tensor = seed if keras.backend.backend() == "torch" else ops.convert_to_tensor(seed, "int32")
-    ids, scores = compiled(inputs, seed_tensor)
+    ids, scores = compiled(inputs, _backend.decoding_seed(seed))
     if num_return_sequences == 1:
         return ids[:, 0]
     return ids, scores

@@ -7,11 +7,6 @@ from keras_seq import _backend
 from keras_seq import _validation as v
 
 
-def _take_target(values, targets):
-    """`values[..., targets]`: `(..., V), (...) -> (...)`."""
-    return ops.squeeze(ops.take_along_axis(values, ops.expand_dims(targets, -1), axis=-1), -1)
-
-
 def _log_of_probabilities(y_pred):
     return ops.log(ops.clip(y_pred, 1e-7, 1.0))
 
@@ -19,22 +14,13 @@ def _log_of_probabilities(y_pred):
 def target_nll(y_pred, targets, from_logits=True):
     """`-log q(target)` per position, in float32: `(..., V), (...) -> (...)`.
 
-    From logits, the fastest exact form of each backend, none of which builds a
-    `(..., V)` one-hot: TensorFlow's fused sparse softmax cross-entropy kernel; on
-    JAX `logsumexp(z) - z_target`, which leaves no log-softmax tensor for XLA to
-    write and read back; on torch a gather from the log-softmax, whose gradient
-    torch writes in place (Keras' own torch op moves the class axis and copies the
-    logits twice). Measured: benchmarks/RESULTS.md, the head + cross-entropy rows.
+    From logits by the fastest exact form of the backend (`_backend.target_nll_from_logits`),
+    none of which builds a `(..., V)` one-hot; from probabilities by a gather of their log.
     """
     y_pred = ops.cast(y_pred, "float32")
     if not from_logits:
-        return -_take_target(_log_of_probabilities(y_pred), targets)
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        return ops.sparse_categorical_crossentropy(targets, y_pred, from_logits=True)
-    if backend == "jax":
-        return ops.logsumexp(y_pred, axis=-1) - _take_target(y_pred, targets)
-    return -_take_target(ops.log_softmax(y_pred, axis=-1), targets)
+        return -_backend.take_target(_log_of_probabilities(y_pred), targets)
+    return _backend.target_nll_from_logits(y_pred, targets)
 
 
 def known_target_nll(y_pred, targets, from_logits=True):
@@ -83,7 +69,7 @@ class SparseCategoricalCrossentropy(keras.losses.SparseCategoricalCrossentropy):
     copies the logits); on TensorFlow both run TF's fused kernel. The loss is computed in float32, and
     the logits of ignored positions must be finite (Keras zeroes them first, which
     costs a pass over the logits). keras_seq's language and seq2seq models compile
-    Keras' own class as this one (`GenerativeModel.compile`).
+    Keras' own class as this one (`MaskedLogitsModel.compile`).
     """
 
     def __init__(

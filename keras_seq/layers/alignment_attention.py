@@ -192,3 +192,18 @@ class LuongAttention(_AlignmentAttention):
 
     def get_config(self):
         return {**super().get_config(), "score": self.score, "scale": self.scale, "units": self.units}
+
+
+# The score of each Luong attention name (Luong et al., 2015, sec. 3.1).
+LUONG_ATTENTION_SCORES = {"luong": "general", "luong_dot": "dot", "luong_concat": "concat"}
+ATTENTIONS = ("bahdanau", *LUONG_ATTENTION_SCORES)
+
+
+def make_attention(attention, units, **kwargs):
+    """The attention layer of a name, called `attention`: `bahdanau` (additive, Bahdanau et al.) or `luong` (the
+    `general` score), `luong_dot`, `luong_concat` (Luong et al.'s three scores)."""
+    v.check_choice("attention", "attention", attention, ATTENTIONS)
+    if attention == "bahdanau":
+        return BahdanauAttention(units, name="attention", **kwargs)
+    score = LUONG_ATTENTION_SCORES[attention]
+    return LuongAttention(score, units=units if score == "concat" else None, name="attention", **kwargs)

@@ -7,11 +7,13 @@ written here.
 """
 
 import math
+import weakref
 
 import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers.positionwise import over_positions
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 
@@ -253,3 +255,33 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             "scale_embeddings": self.scale_embeddings,
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         }
+
+
+class TiedLogits(keras.layers.Layer):
+    """Output projection sharing the token embedding matrix: `logits = h @ E^T + b`.
+
+    `E` `(V, D)` is the `token_embedding` of `embedding` (a `TokenAndPositionEmbedding`);
+    only the bias `b` `(V,)` is this layer's own, so tying saves the `V * D` kernel of
+    a separate output layer (Press & Wolf, 2017; Vaswani et al., 2017, section 3.4).
+    Computed in float32 and mask-preserving, like the untied `Dense` head. The models
+    below rebuild it from their own config, so it needs no config of its own.
+    """
+
+    def __init__(self, embedding, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        # A weak reference is invisible to Keras' and torch's attribute tracking: the
+        # model owns the embedding, so its weights are listed and saved once, not
+        # again under this layer (whose own weight is the bias alone).
+        self._embedding = weakref.ref(embedding)
+        self.vocabulary_size = embedding.vocabulary_size
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
+
+    def call(self, h):
+        kernel = ops.transpose(ops.cast(self._embedding().token_embedding.embeddings, "float32"))  # (D, V)
+        return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.vocabulary_size)

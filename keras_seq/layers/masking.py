@@ -5,6 +5,7 @@ gets all-zero weights (and so a zero context) rather than the NaN of a softmax o
 nothing or the uniform average that a large-negative additive mask produces.
 """
 
+import keras
 from keras import ops
 
 # Finite, so a fully masked row stays NaN-free in float16 and bfloat16 too.
@@ -72,3 +73,28 @@ def _softmax(scores, axis):
     if scores.shape[axis] == 1:
         return ops.exp(scores - scores)  # softmax of one score: 1, NaN for a NaN or infinite score
     return ops.softmax(scores, axis=axis)
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class PaddingMaskFromIds(keras.layers.Layer):
+    """Returns `x` unchanged, carrying the Keras mask `token_ids != 0` (losses and metrics skip padding).
+
+    For models whose padding is trailing and whose positions only look back (a
+    recurrent or causal language model): the logits of real tokens do not depend on
+    the padding after them, so the network itself runs unmasked and keeps its fast
+    kernels (cuDNN recurrences; causal-only flash attention), and the mask is
+    attached here, at the output, where losses and metrics read it.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, token_ids, x):
+        return x
+
+    def compute_mask(self, token_ids, mask=None):
+        return ops.not_equal(token_ids, 0)
+
+    def compute_output_shape(self, token_ids_shape, x_shape):
+        return x_shape

@@ -32,3 +32,22 @@ class PositionwiseDense(keras.layers.Dense):
 
     def call(self, inputs, training=None):
         return over_positions(lambda rows: super(PositionwiseDense, self).call(rows, training=training), inputs)
+
+
+@keras.saving.register_keras_serializable(package="keras_seq")
+class ConcatenateCondition(keras.layers.Layer):
+    """`[x_t; c]` at every step: a fixed vector `c (B, C)` joined to `x (B, T, E)`; keeps x's mask."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, x, condition):
+        repeated = ops.repeat(ops.expand_dims(ops.cast(condition, x.dtype), 1), ops.shape(x)[1], axis=1)
+        return ops.concatenate([x, repeated], axis=-1)
+
+    def compute_mask(self, x, mask=None):
+        return mask
+
+    def compute_output_shape(self, x_shape, condition_shape):
+        return (*x_shape[:-1], x_shape[-1] + condition_shape[-1])

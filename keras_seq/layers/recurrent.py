@@ -164,21 +164,44 @@ class CoupledLSTMCell(_GatedCell):
         return h, [h, c]
 
 
-CELLS = ("rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm")
+class _Cell:
+    """How a `cell` name is built: its one-step cell, the Keras layer that runs it over a sequence, its states."""
+
+    def __init__(self, step, sequence=None, states=1, **options):
+        self.step, self.sequence, self.states, self.options = step, sequence, states, options
+
+
+# One entry per cell name. Keras' own layers keep their fused (cuDNN) kernels; the
+# two LSTM variants above run in `keras.layers.RNN`.
+#   rnn: the Elman RNN (Elman, 1990);
+#   gru: Cho et al. (2014, eq. 5-8) with the reset gate after the recurrent product
+#        (it multiplies `W_hn h + b_hn`: `reset_after=True`, the cuDNN-compatible form);
+#   lstm: Hochreiter and Schmidhuber (1997) with the forget gate of Gers et al. (2000).
+_CELLS = {
+    "rnn": _Cell(keras.layers.SimpleRNNCell, keras.layers.SimpleRNN),
+    "gru": _Cell(keras.layers.GRUCell, keras.layers.GRU, reset_after=True),
+    "lstm": _Cell(keras.layers.LSTMCell, keras.layers.LSTM, states=2),
+    "peephole_lstm": _Cell(PeepholeLSTMCell, states=2),
+    "coupled_lstm": _Cell(CoupledLSTMCell, states=2),
+}
+CELLS = tuple(_CELLS)
 
 
 def make_cell(cell, units, **kwargs):
-    """The one-step cell for a `cell` name (one of `CELLS`), for step-by-step loops.
+    """The one-step cell for a `cell` name (one of `CELLS`), for step-by-step loops; `kwargs` go to the cell."""
+    entry = _CELLS[v.check_choice("make_cell", "cell", cell, CELLS)]
+    return entry.step(units, **entry.options, **kwargs)
 
-    `rnn`: Elman (1990), `gru`: Cho et al. (2014, eq. 5-8) with `reset_after=True`,
-    `lstm`: Keras' LSTM cell, then this module's peephole and coupled cells.
-    `kwargs` go to the cell (e.g. `dtype`, `name`).
-    """
-    v.check_choice("make_cell", "cell", cell, CELLS)
-    if cell == "rnn":
-        return keras.layers.SimpleRNNCell(units, **kwargs)
-    if cell == "gru":
-        return keras.layers.GRUCell(units, reset_after=True, **kwargs)
-    if cell == "lstm":
-        return keras.layers.LSTMCell(units, **kwargs)
-    return (PeepholeLSTMCell if cell == "peephole_lstm" else CoupledLSTMCell)(units, **kwargs)
+
+def recurrent_layer(cell, units, return_sequences=False, return_state=False, stateful=False, name=None):
+    """The Keras recurrent layer for a `cell` name: the fused Keras layer where there is one, else `RNN(make_cell)`."""
+    entry = _CELLS[v.check_choice("recurrent_layer", "cell", cell, CELLS)]
+    options = dict(return_sequences=return_sequences, return_state=return_state, stateful=stateful, name=name)
+    if entry.sequence is None:
+        return keras.layers.RNN(make_cell(cell, units), **options)
+    return entry.sequence(units, **entry.options, **options)
+
+
+def state_count(cell):
+    """How many state tensors a cell carries: h for `rnn`/`gru`, h and C for the LSTMs."""
+    return _CELLS[v.check_choice("state_count", "cell", cell, CELLS)].states

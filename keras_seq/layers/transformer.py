@@ -237,6 +237,20 @@ class TransformerDecoderBlock(_TransformerBlock):
         training=None,
         return_attention_scores=False,
     ):
+        self._check_call(x, encoder_outputs, cache, return_attention_scores)
+        decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
+        self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)
+        x, new_cache = self._residual(x, self.self_attention_norm, self_attend, self.self_attention_dropout, training)
+        if self.has_cross_attention:
+            encoder_padding_mask = self._padding_mask("encoder_padding_mask", encoder_padding_mask, encoder_outputs)
+            cross_attend = lambda h: self._cross_attend(h, encoder_outputs, encoder_padding_mask, training, return_attention_scores)
+            x, scores = self._residual(x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training)
+        x = self._feed_forward(x, training)
+        if return_attention_scores:
+            return x, scores
+        return x if cache is None else (x, new_cache)
+
+    def _check_call(self, x, encoder_outputs, cache, return_attention_scores):
         owner = v.owner_name(self)
         v.check_rank(owner, "x", x, 3)
         if return_attention_scores and (cache is not None or not self.has_cross_attention):
@@ -248,37 +262,21 @@ class TransformerDecoderBlock(_TransformerBlock):
                 else "None (the block's first call built it without cross-attention; use a new block)"
             )
             v.fail(owner, "encoder_outputs", expected, type(encoder_outputs).__name__)
-        decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
-
-        def self_attend(h):
-            result = self.self_attention(
-                h,
-                h,
-                use_causal_mask=True,
-                value_mask=decoder_padding_mask,
-                cache=cache,
-                cache_update_index=cache_update_index,
-                cache_rows=cache_rows,
-                training=training,
-            )
-            return result if cache is not None else (result, None)
-
-        x, new_cache = self._residual(
-            x, self.self_attention_norm, self_attend, self.self_attention_dropout, training
-        )
         if self.has_cross_attention:
             v.check_rank(owner, "encoder_outputs", encoder_outputs, 3)
-            encoder_padding_mask = self._padding_mask("encoder_padding_mask", encoder_padding_mask, encoder_outputs)
 
-            def cross_attend(h):
-                result = self.cross_attention(
-                    h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
-                    return_attention_scores=return_attention_scores,
-                )
-                return result if return_attention_scores else (result, None)
+    def _self_attend(self, h, padding_mask, cache, cache_update_index, cache_rows, training):
+        """Causal self-attention of `h`, through the cache when given: `(output, new cache or None)`."""
+        result = self.self_attention(
+            h, h, use_causal_mask=True, value_mask=padding_mask, cache=cache,
+            cache_update_index=cache_update_index, cache_rows=cache_rows, training=training,
+        )
+        return result if cache is not None else (result, None)
 
-            x, scores = self._residual(x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training)
-        x = self._feed_forward(x, training)
-        if return_attention_scores:
-            return x, scores
-        return x if cache is None else (x, new_cache)
+    def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, training, return_attention_scores):
+        """Attention of `h` over the encoder outputs: `(output, weights or None)`."""
+        result = self.cross_attention(
+            h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        return result if return_attention_scores else (result, None)

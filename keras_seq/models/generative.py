@@ -1,17 +1,17 @@
 """The `generate` method shared by every keras_seq language model and seq2seq model."""
 
-import keras
 from keras import ops
 
-from keras_seq import _backend, decoding, losses
-from keras_seq.models.array_feed import ArrayFeedModel
+from keras_seq import decoding
+from keras_seq.models.config import ConfigFromArguments
+from keras_seq.models.keras_workarounds import MaskedLogitsModel
 
 
-class GenerativeModel(ArrayFeedModel):
+class GenerativeModel(ConfigFromArguments, MaskedLogitsModel):
     """A functional `keras.Model` that can also decode autoregressively.
 
     Subclasses build their graph in `__init__`, pass it to `keras.Model`, keep their
-    constructor arguments in `self._config` (so `.keras` files rebuild them) and
+    constructor arguments in `self._config` (`constructor_arguments`: `.keras` files rebuild them) and
     implement `_decoding_start`, `_decoding_step` and `decoding_vocabulary_size`
     (see `keras_seq.decoding`); `_decoding_reads_cache_rows = True` if their
     `_decoding_step` takes `cache_rows` (beam search then reorders no cache);
@@ -19,54 +19,9 @@ class GenerativeModel(ArrayFeedModel):
     positions are bounded.
     """
 
-    _inputs_are_prompts = True
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._compiled_decoders = {}
-
-    def compile(self, optimizer="rmsprop", loss=None, *args, **kwargs):
-        """`keras.Model.compile`, with Keras' `SparseCategoricalCrossentropy` computed faster.
-
-        An instance of exactly that class, given as the single loss, becomes
-        `ks.losses.SparseCategoricalCrossentropy` with the same configuration: the
-        same loss and gradients, without the `(B, T, V)` one-hot of Keras' JAX op or
-        the logits copy of its torch op (a faster `transformer_lm` training step on
-        JAX and eager torch; benchmarks/RESULTS.md). Losses in a dict
-        or list, subclasses and functions are used as given.
-        """
-        if type(loss) is keras.losses.SparseCategoricalCrossentropy:
-            loss = losses.SparseCategoricalCrossentropy.like(loss)
-        super().compile(optimizer, loss, *args, **kwargs)
-
-    def compile_from_config(self, config):
-        """Compile a loaded model as saved (Keras does it only for models that keep its own `compile`)."""
-        if type(self).compile is not GenerativeModel.compile:  # a user's override: Keras' warning, no compile
-            return super().compile_from_config(config)
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if hasattr(self, "optimizer") and self.built:
-            self.optimizer.build(self.trainable_variables)  # so the saved optimizer state can load
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        """`keras.Model.compute_metrics`, with the logits' padding mask put back where Keras lost it.
-
-        The logits carry the Keras mask `ids != 0` of the model's target-side ids
-        (`token_ids` of a language model, `decoder_inputs` of a seq2seq model).
-        Keras' JAX trainer hands the metrics a new `y_pred` without it (the loss,
-        computed inside the traced step, still sees it), so metrics counted padding
-        on JAX alone; here the mask is rebuilt from those ids.
-        """
-        if _backend.get_keras_mask(y_pred) is None:
-            ids = self._input_named(x, "token_ids" if self._inputs_are_prompts else "decoder_inputs")
-            if ids is not None:
-                _backend.set_keras_mask(y_pred, ops.not_equal(ids, 0))
-        return super().compute_metrics(x, y, y_pred, sample_weight)
-
-    def _input_named(self, x, name):
-        """The input `name` of `x` as given to `fit`: a dict of inputs, or the one input array."""
-        if isinstance(x, dict):
-            return x.get(name)
-        return x if [tensor.name for tensor in self.inputs] == [name] else None
 
     def generate(
         self,
@@ -162,10 +117,3 @@ class GenerativeModel(ArrayFeedModel):
         """`(B, max_length)` ids starting with `prefix` (a prompt, or the start id), zeros after."""
         prefix_length = prefix.shape[1]
         return ops.pad(prefix, ((0, 0), (0, max_length - prefix_length))), prefix_length
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, **self._config}
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        return cls(**config)

@@ -4,7 +4,7 @@ Each builder returns a functional `keras.Model` on integer ids `(B, T)` with 0 a
 padding. The classifier, the tagger and the encoders embed with `mask_zero=True`, so
 the mask flows through their recurrent layers and right-padded batches give the states
 of unpadded runs; the causal parts (`rnn_lm`, the `rnn_seq2seq` decoder) run unmasked
-and carry the mask on their logits (`keras_seq.models.padding`).
+and carry the mask on their logits (`keras_seq.layers.masking.PaddingMaskFromIds`).
 """
 
 import keras
@@ -12,33 +12,14 @@ from keras import ops
 
 from keras_seq import _validation as v
 from keras_seq.layers.pooling import SequencePooling
-from keras_seq.layers.positionwise import PositionwiseDense
-from keras_seq.layers.recurrent import CELLS, make_cell
-from keras_seq.models.array_feed import ArrayFeedModel
+from keras_seq.layers.positionwise import ConcatenateCondition, PositionwiseDense
+from keras_seq.layers.recurrent import CELLS, recurrent_layer, state_count
+from keras_seq.models.keras_workarounds import ArrayFeedModel
+from keras_seq.models.config import constructor_arguments
 from keras_seq.models.generative import GenerativeModel
-from keras_seq.models.input_feeding import ATTENTIONS, InputFeedingDecoder, make_attention
-from keras_seq.models.padding import PaddingMaskFromIds
-
-
-def recurrent_layer(cell, units, return_sequences=False, return_state=False, stateful=False, name=None):
-    """The Keras recurrent layer for a `cell` name.
-
-    * `rnn`: `keras.layers.SimpleRNN`, the Elman RNN (Elman, 1990);
-    * `gru`: `keras.layers.GRU(reset_after=True)`, Cho et al. (2014, eq. 5-8) with reset after the product (the
-      reset gate multiplies `W_hn h + b_hn`), and the cuDNN-compatible form;
-    * `lstm`: `keras.layers.LSTM` (Hochreiter and Schmidhuber, 1997; forget gate: Gers et al., 2000), cuDNN-compatible;
-    * `peephole_lstm`, `coupled_lstm`: `keras.layers.RNN` over this package's cells
-      (`keras_seq.layers.recurrent.make_cell`).
-    """
-    v.check_choice("recurrent_layer", "cell", cell, CELLS)
-    options = dict(return_sequences=return_sequences, return_state=return_state, stateful=stateful, name=name)
-    if cell == "rnn":
-        return keras.layers.SimpleRNN(units, **options)
-    if cell == "gru":
-        return keras.layers.GRU(units, reset_after=True, **options)
-    if cell == "lstm":
-        return keras.layers.LSTM(units, **options)
-    return keras.layers.RNN(make_cell(cell, units), **options)
+from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
+from keras_seq.layers.input_feeding import InputFeedingDecoder
+from keras_seq.layers.masking import PaddingMaskFromIds
 
 
 def _check_common(builder, vocabulary_size, embedding_dim, units, cell, num_layers):
@@ -115,11 +96,6 @@ def rnn_tagger(vocabulary_size, num_tags, embedding_dim=128, units=128, cell="ls
     return ArrayFeedModel(token_ids, logits, name=builder)
 
 
-def state_count(cell):
-    """How many state tensors a cell carries: h for `rnn`/`gru`, h and C for the LSTMs."""
-    return 1 if cell in ("rnn", "gru") else 2
-
-
 def _step_loop(step, x, states):
     """`step(x_t, states) -> (output, states)` over the `n` steps of `x (B, n, D)`.
 
@@ -130,25 +106,6 @@ def _step_loop(step, x, states):
         output, states = step(x[:, t], states)
         outputs.append(output)
     return ops.stack(outputs, axis=1), list(states)
-
-
-@keras.saving.register_keras_serializable(package="keras_seq")
-class ConcatenateCondition(keras.layers.Layer):
-    """`[x_t; c]` at every step: a fixed vector `c (B, C)` joined to `x (B, T, E)`; keeps x's mask."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def call(self, x, condition):
-        repeated = ops.repeat(ops.expand_dims(ops.cast(condition, x.dtype), 1), ops.shape(x)[1], axis=1)
-        return ops.concatenate([x, repeated], axis=-1)
-
-    def compute_mask(self, x, mask=None):
-        return mask
-
-    def compute_output_shape(self, x_shape, condition_shape):
-        return (*x_shape[:-1], x_shape[-1] + condition_shape[-1])
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -176,7 +133,7 @@ class RNNLM(GenerativeModel):
     the mask still reaches the recurrence, so a carried state stops at the last
     real token.
 
-    Build it with `keras_seq.models.rnn_lm`.
+    `keras_seq.models.rnn_lm` is this class.
     """
 
     def __init__(
@@ -191,6 +148,8 @@ class RNNLM(GenerativeModel):
         batch_size=None,
         **kwargs,
     ):
+        config = constructor_arguments(locals())
+        kwargs.setdefault("name", "rnn_lm")
         owner = "rnn_lm"
         _check_common(owner, vocabulary_size, embedding_dim, units, cell, num_layers)
         if condition_dim is not None:
@@ -219,16 +178,7 @@ class RNNLM(GenerativeModel):
         super().__init__(inputs, logits, **kwargs)
         self.embedding, self.recurrent_layers, self.head = embedding, layers, head
         self.condition_layer = condition_layer
-        self._config = dict(
-            vocabulary_size=vocabulary_size,
-            embedding_dim=embedding_dim,
-            units=units,
-            cell=cell,
-            num_layers=num_layers,
-            condition_dim=condition_dim,
-            stateful=stateful,
-            batch_size=batch_size,
-        )
+        self._config = config
 
     @property
     def decoding_vocabulary_size(self):
@@ -260,19 +210,7 @@ class RNNLM(GenerativeModel):
         return self.head(x), ops.stack(layer_states, axis=1)
 
 
-def rnn_lm(vocabulary_size, embedding_dim=64, units=256, cell="lstm", num_layers=1, condition_dim=None, stateful=False, batch_size=None):
-    """A recurrent language model with cached `generate`; see `RNNLM`."""
-    return RNNLM(
-        vocabulary_size,
-        embedding_dim=embedding_dim,
-        units=units,
-        cell=cell,
-        num_layers=num_layers,
-        condition_dim=condition_dim,
-        stateful=stateful,
-        batch_size=batch_size,
-        name="rnn_lm",
-    )
+rnn_lm = RNNLM  # the builder is the class: `rnn_lm(...)` returns a `RNNLM`
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -320,7 +258,7 @@ class RNNSeq2Seq(GenerativeModel):
     decoder cell with its states as the cache. `attention_weights(inputs)` returns
     the `(B, T, S)` weights for plotting (e.g. of a generated translation fed back).
 
-    Build it with `keras_seq.models.rnn_seq2seq`.
+    `keras_seq.models.rnn_seq2seq` is this class.
     """
 
     _inputs_are_prompts = False
@@ -338,6 +276,8 @@ class RNNSeq2Seq(GenerativeModel):
         dropout=0.0,
         **kwargs,
     ):
+        config = constructor_arguments(locals())
+        kwargs.setdefault("name", "rnn_seq2seq")
         owner = "rnn_seq2seq"
         _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
         v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
@@ -391,17 +331,7 @@ class RNNSeq2Seq(GenerativeModel):
         )
         self.decoder, self.attention_layer, self.combine, self.head = decoder, attention_layer, combine, head
         self._weights_model = None if weights is None else keras.Model(inputs, weights)
-        self._config = dict(
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            embedding_dim=embedding_dim,
-            units=units,
-            cell=cell,
-            attention=attention,
-            bidirectional_encoder=bidirectional_encoder,
-            input_feeding=bool(input_feeding),
-            dropout=dropout,
-        )
+        self._config = config
 
     @staticmethod
     def _bridge(bridges, final_states):
@@ -461,27 +391,4 @@ class RNNSeq2Seq(GenerativeModel):
         return logits, ops.stack(new_states, axis=1)
 
 
-def rnn_seq2seq(
-    source_vocabulary_size,
-    target_vocabulary_size,
-    embedding_dim=256,
-    units=256,
-    cell="gru",
-    attention="bahdanau",
-    bidirectional_encoder=True,
-    input_feeding=False,
-    dropout=0.0,
-):
-    """An attentional RNN encoder-decoder with cached `generate`; see `RNNSeq2Seq`."""
-    return RNNSeq2Seq(
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=embedding_dim,
-        units=units,
-        cell=cell,
-        attention=attention,
-        bidirectional_encoder=bidirectional_encoder,
-        input_feeding=input_feeding,
-        dropout=dropout,
-        name="rnn_seq2seq",
-    )
+rnn_seq2seq = RNNSeq2Seq  # the builder is the class: `rnn_seq2seq(...)` returns a `RNNSeq2Seq`

@@ -1,18 +1,17 @@
 """Transformer task models from the pre-norm blocks (Vaswani et al., 2017; Radford et al., 2018; Devlin et al., 2019)."""
 
-import weakref
-
 import keras
 from keras import ops
 
 from keras_seq import _validation as v
-from keras_seq.layers.embedding import POSITIONAL_KINDS, TokenAndPositionEmbedding
+from keras_seq.layers.embedding import POSITIONAL_KINDS, TiedLogits, TokenAndPositionEmbedding
+from keras_seq.layers.masking import PaddingMaskFromIds
 from keras_seq.layers.pooling import SequencePooling
-from keras_seq.layers.positionwise import PositionwiseDense, over_positions
+from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
-from keras_seq.models.array_feed import ArrayFeedModel
+from keras_seq.models.keras_workarounds import ArrayFeedModel
+from keras_seq.models.config import ConfigFromArguments, constructor_arguments
 from keras_seq.models.generative import GenerativeModel
-from keras_seq.models.padding import PaddingMaskFromIds
 
 
 def _check_sizes(owner, num_heads, hidden_dim, **sizes):
@@ -36,11 +35,17 @@ def _normalized(final_norm, h):
     return h if final_norm is None else final_norm(h)
 
 
-def _stack_features(token_ids, embedding, blocks, final_norm, dropout):
-    """Features `(B, T, D)` of a single stack: embedding, dropout, the blocks, the final norm."""
-    h = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
+def _stack_features(token_ids, embedding, blocks, final_norm, dropout=None, dropout_name="embedding_dropout", **block_inputs):
+    """Features `(B, T, D)` of a stack: embedding, dropout (None: none), the blocks (each given `block_inputs`), the final norm.
+
+    The one forward pass of every stack: the functional graphs train with it, and
+    `TransformerSeq2Seq.encode` and `attention_weights` call it again on their own inputs.
+    """
+    h = embedding(token_ids)
+    if dropout is not None:
+        h = keras.layers.Dropout(dropout, name=dropout_name)(h)
     for block in blocks:
-        h = block(h)
+        h = block(h, **block_inputs)
     return _normalized(final_norm, h)
 
 
@@ -64,36 +69,6 @@ def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index,
     return head(_normalized(final_norm, h)), tuple(layer_caches)
 
 
-class TiedLogits(keras.layers.Layer):
-    """Output projection sharing the token embedding matrix: `logits = h @ E^T + b`.
-
-    `E` `(V, D)` is the `token_embedding` of `embedding` (a `TokenAndPositionEmbedding`);
-    only the bias `b` `(V,)` is this layer's own, so tying saves the `V * D` kernel of
-    a separate output layer (Press & Wolf, 2017; Vaswani et al., 2017, section 3.4).
-    Computed in float32 and mask-preserving, like the untied `Dense` head. The models
-    below rebuild it from their own config, so it needs no config of its own.
-    """
-
-    def __init__(self, embedding, **kwargs):
-        super().__init__(dtype="float32", **kwargs)
-        # A weak reference is invisible to Keras' and torch's attribute tracking: the
-        # model owns the embedding, so its weights are listed and saved once, not
-        # again under this layer (whose own weight is the bias alone).
-        self._embedding = weakref.ref(embedding)
-        self.vocabulary_size = embedding.vocabulary_size
-        self.supports_masking = True
-
-    def build(self, input_shape):
-        self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
-
-    def call(self, h):
-        kernel = ops.transpose(ops.cast(self._embedding().token_embedding.embeddings, "float32"))  # (D, V)
-        return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
-
-    def compute_output_shape(self, input_shape):
-        return (*input_shape[:-1], self.vocabulary_size)
-
-
 def _logits_head(embedding, tie_embeddings):
     """The float32 output projection to the vocabulary of `embedding`, tied to it or not."""
     if tie_embeddings:
@@ -115,7 +90,7 @@ class TransformerLM(GenerativeModel):
     and metrics skip padded positions. `generate` continues a prompt with a
     key/value cache per block of `(B, 2, max_length, heads, hidden_dim / heads)`.
 
-    Build it with `keras_seq.models.transformer_lm`.
+    `keras_seq.models.transformer_lm` is this class.
     """
 
     _decoding_reads_cache_rows = True
@@ -134,6 +109,8 @@ class TransformerLM(GenerativeModel):
         tie_embeddings=False,
         **kwargs,
     ):
+        config = constructor_arguments(locals())
+        kwargs.setdefault("name", "transformer_lm")
         owner = "transformer_lm"
         _check_sizes(
             owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
@@ -153,18 +130,7 @@ class TransformerLM(GenerativeModel):
         super().__init__(token_ids, logits, **kwargs)
 
         self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
-        self._config = dict(
-            vocabulary_size=vocabulary_size,
-            sequence_length=sequence_length,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            positional=positional,
-            tie_embeddings=bool(tie_embeddings),
-        )
+        self._config = config
 
     @property
     def decoding_vocabulary_size(self):
@@ -190,32 +156,7 @@ class TransformerLM(GenerativeModel):
         )
 
 
-def transformer_lm(
-    vocabulary_size,
-    sequence_length,
-    num_layers=4,
-    hidden_dim=256,
-    num_heads=4,
-    intermediate_dim=1024,
-    dropout=0.0,
-    norm_first=True,
-    positional="learned",
-    tie_embeddings=False,
-):
-    """A GPT-style decoder-only language model; see `TransformerLM`."""
-    return TransformerLM(
-        vocabulary_size,
-        sequence_length,
-        num_layers=num_layers,
-        hidden_dim=hidden_dim,
-        num_heads=num_heads,
-        intermediate_dim=intermediate_dim,
-        dropout=dropout,
-        norm_first=norm_first,
-        positional=positional,
-        tie_embeddings=tie_embeddings,
-        name="transformer_lm",
-    )
+transformer_lm = TransformerLM  # the builder is the class: `transformer_lm(...)` returns a `TransformerLM`
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -234,7 +175,7 @@ class TransformerSeq2Seq(GenerativeModel):
     matrix: three-way tying (Press & Wolf, 2017, section 4; Vaswani et al., 2017,
     section 3.4).
 
-    Build it with `keras_seq.models.transformer_seq2seq`.
+    `keras_seq.models.transformer_seq2seq` is this class.
     """
 
     _decoding_reads_cache_rows = True
@@ -257,6 +198,8 @@ class TransformerSeq2Seq(GenerativeModel):
         share_embeddings=False,
         **kwargs,
     ):
+        config = constructor_arguments(locals())
+        kwargs.setdefault("name", "transformer_seq2seq")
         owner = "transformer_seq2seq"
         _check_sizes(
             owner, num_heads, hidden_dim, source_vocabulary_size=source_vocabulary_size,
@@ -286,34 +229,16 @@ class TransformerSeq2Seq(GenerativeModel):
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
-        h = keras.layers.Dropout(dropout, name="source_dropout")(source_embedding(encoder_ids))
-        for block in encoder_blocks:
-            h = block(h)
-        encoder_outputs = _normalized(encoder_norm, h)
-        h = keras.layers.Dropout(dropout, name="target_dropout")(target_embedding(decoder_ids))
-        for block in decoder_blocks:
-            h = block(h, encoder_outputs)
-        logits = head(_normalized(decoder_norm, h))
+        encoder_outputs = _stack_features(encoder_ids, source_embedding, encoder_blocks, encoder_norm, dropout, "source_dropout")
+        logits = head(_stack_features(
+            decoder_ids, target_embedding, decoder_blocks, decoder_norm, dropout, "target_dropout", encoder_outputs=encoder_outputs
+        ))
         super().__init__({"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}, logits, **kwargs)
 
         self.source_embedding, self.encoder_blocks, self.encoder_norm = source_embedding, encoder_blocks, encoder_norm
         self.target_embedding, self.decoder_blocks, self.decoder_norm = target_embedding, decoder_blocks, decoder_norm
         self.head = head
-        self._config = dict(
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            source_length=source_length,
-            target_length=target_length,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            positional=positional,
-            tie_embeddings=bool(tie_embeddings),
-            share_embeddings=bool(share_embeddings),
-        )
+        self._config = config
 
     @property
     def decoding_vocabulary_size(self):
@@ -330,10 +255,7 @@ class TransformerSeq2Seq(GenerativeModel):
     def encode(self, encoder_ids):
         """Encoder outputs `(B, S, D)` and the source padding mask `(B, S)`."""
         mask = ops.not_equal(encoder_ids, 0)
-        h = self.source_embedding(encoder_ids)
-        for block in self.encoder_blocks:
-            h = block(h, padding_mask=mask)
-        return _normalized(self.encoder_norm, h), mask
+        return _stack_features(encoder_ids, self.source_embedding, self.encoder_blocks, self.encoder_norm, padding_mask=mask), mask
 
     def attention_weights(self, inputs):
         """Cross-attention weights `(B, T, S)` of the last decoder block, averaged over heads.
@@ -343,14 +265,10 @@ class TransformerSeq2Seq(GenerativeModel):
         """
         encoder_outputs, encoder_mask = self.encode(inputs["encoder_inputs"])
         decoder_ids = inputs["decoder_inputs"]
-        h = self.target_embedding(decoder_ids)
-        decoder_mask = ops.not_equal(decoder_ids, 0)
-        for block in self.decoder_blocks[:-1]:
-            h = block(h, encoder_outputs, decoder_padding_mask=decoder_mask, encoder_padding_mask=encoder_mask)
-        _, scores = self.decoder_blocks[-1](
-            h, encoder_outputs, decoder_padding_mask=decoder_mask, encoder_padding_mask=encoder_mask,
-            return_attention_scores=True,
-        )
+        masks = dict(decoder_padding_mask=ops.not_equal(decoder_ids, 0), encoder_padding_mask=encoder_mask)
+        *below, last = self.decoder_blocks
+        h = _stack_features(decoder_ids, self.target_embedding, below, None, encoder_outputs=encoder_outputs, **masks)
+        _, scores = last(h, encoder_outputs, return_attention_scores=True, **masks)
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 
     def _decoding_start(self, encoder_ids, max_length, start_id):
@@ -371,38 +289,7 @@ class TransformerSeq2Seq(GenerativeModel):
         )
 
 
-def transformer_seq2seq(
-    source_vocabulary_size,
-    target_vocabulary_size,
-    source_length,
-    target_length,
-    num_layers=2,
-    hidden_dim=256,
-    num_heads=4,
-    intermediate_dim=1024,
-    dropout=0.1,
-    norm_first=True,
-    positional="sinusoidal",
-    tie_embeddings=False,
-    share_embeddings=False,
-):
-    """An encoder-decoder Transformer for translation-like tasks; see `TransformerSeq2Seq`."""
-    return TransformerSeq2Seq(
-        source_vocabulary_size,
-        target_vocabulary_size,
-        source_length,
-        target_length,
-        num_layers=num_layers,
-        hidden_dim=hidden_dim,
-        num_heads=num_heads,
-        intermediate_dim=intermediate_dim,
-        dropout=dropout,
-        norm_first=norm_first,
-        positional=positional,
-        tie_embeddings=tie_embeddings,
-        share_embeddings=share_embeddings,
-        name="transformer_seq2seq",
-    )
+transformer_seq2seq = TransformerSeq2Seq  # the builder is the class: `transformer_seq2seq(...)` returns a `TransformerSeq2Seq`
 
 
 def transformer_classifier(
@@ -442,7 +329,7 @@ def transformer_classifier(
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
-class TransformerMLM(ArrayFeedModel):
+class TransformerMLM(ConfigFromArguments, ArrayFeedModel):
     """BERT-style encoder-only masked language model (Devlin et al., 2019): ids `(B, T)` -> logits `(B, T, V)`.
 
     Token + position embedding, `num_layers` bidirectional `TransformerEncoderBlock`s
@@ -455,7 +342,7 @@ class TransformerMLM(ArrayFeedModel):
     `LabelSmoothingCrossEntropy(epsilon=0.0, ignore_index=0)`. The mask id is an
     ordinary id of the vocabulary.
 
-    Build it with `keras_seq.models.transformer_mlm`.
+    `keras_seq.models.transformer_mlm` is this class.
 
     References:
         Devlin et al., 2019, "BERT: pre-training of deep bidirectional transformers
@@ -476,6 +363,8 @@ class TransformerMLM(ArrayFeedModel):
         tie_embeddings=False,
         **kwargs,
     ):
+        config = constructor_arguments(locals())
+        kwargs.setdefault("name", "transformer_mlm")
         owner = "transformer_mlm"
         _check_sizes(
             owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
@@ -493,50 +382,7 @@ class TransformerMLM(ArrayFeedModel):
         super().__init__(token_ids, head(_stack_features(token_ids, embedding, blocks, final_norm, dropout)), **kwargs)
 
         self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
-        self._config = dict(
-            vocabulary_size=vocabulary_size,
-            sequence_length=sequence_length,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            norm_first=norm_first,
-            positional=positional,
-            tie_embeddings=bool(tie_embeddings),
-        )
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, **self._config}
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        return cls(**config)
+        self._config = config
 
 
-def transformer_mlm(
-    vocabulary_size,
-    sequence_length,
-    num_layers=4,
-    hidden_dim=256,
-    num_heads=4,
-    intermediate_dim=1024,
-    dropout=0.1,
-    norm_first=True,
-    positional="learned",
-    tie_embeddings=False,
-):
-    """A BERT-style masked language model; see `TransformerMLM`."""
-    return TransformerMLM(
-        vocabulary_size,
-        sequence_length,
-        num_layers=num_layers,
-        hidden_dim=hidden_dim,
-        num_heads=num_heads,
-        intermediate_dim=intermediate_dim,
-        dropout=dropout,
-        norm_first=norm_first,
-        positional=positional,
-        tie_embeddings=tie_embeddings,
-        name="transformer_mlm",
-    )
+transformer_mlm = TransformerMLM  # the builder is the class: `transformer_mlm(...)` returns a `TransformerMLM`

@@ -1,6 +1,5 @@
 """Validation by a score of the model's outputs (BLEU of decoded translations, ...) during `fit`."""
 
-import os
 import time
 
 import keras

@@ -178,7 +178,7 @@ def numpy_lstm(x, kernel, recurrent, bias):
 )
 def test_keras_built_in_cells_compute_the_published_equations(rng, name, reference):
     """`recurrent_layer` maps `rnn`, `gru`, `lstm` onto Keras layers: check they are the published equations above."""
-    from keras_seq.models.recurrent import recurrent_layer
+    from keras_seq.layers.recurrent import recurrent_layer
 
     x = rng.normal(size=(3, 6, 4)).astype("float32")
     layer = recurrent_layer(name, 5, return_sequences=True)
@@ -192,7 +192,7 @@ def test_keras_built_in_cells_compute_the_published_equations(rng, name, referen
 def test_step_cell_matches_the_whole_sequence_layer(rng, name):
     """`make_cell` (step-by-step decoding) and `recurrent_layer` (training) compute the same recurrence."""
     from keras_seq.layers.recurrent import make_cell
-    from keras_seq.models.recurrent import recurrent_layer
+    from keras_seq.layers.recurrent import recurrent_layer
 
     x = rng.normal(size=(3, 6, 4)).astype("float32")
     layer = recurrent_layer(name, 5, return_sequences=True)

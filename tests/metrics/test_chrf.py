@@ -4,9 +4,6 @@ import doctest
 import importlib
 import pathlib
 import random
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import sacrebleu

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import keras_seq as ks
-from keras_seq.models import array_feed
+from keras_seq.models import keras_workarounds as array_feed
 
 NUM_CLASSES = 3
 

@@ -4,7 +4,7 @@ import pytest
 from layer_checks import assert_close, to_numpy
 
 import keras_seq as ks
-from keras_seq.models.recurrent import CELLS, recurrent_layer
+from keras_seq.layers.recurrent import CELLS, recurrent_layer
 
 
 def bracket_data(rng, n, length=10):

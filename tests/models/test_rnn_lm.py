@@ -5,7 +5,7 @@ from layer_checks import to_numpy
 
 import keras_seq as ks
 from keras_seq.data import alice_text, tbptt_windows
-from keras_seq.models.recurrent import CELLS
+from keras_seq.layers.recurrent import CELLS
 
 
 def uncached_greedy(model, inputs, steps):

@@ -5,7 +5,7 @@ from layer_checks import to_numpy
 from test_transformer_models import END, START, reversal_data
 
 import keras_seq as ks
-from keras_seq.models.input_feeding import InputFeedingDecoder
+from keras_seq.layers.input_feeding import InputFeedingDecoder
 
 
 def uncached_greedy(model, source, steps):

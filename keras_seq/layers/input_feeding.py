@@ -5,24 +5,8 @@ from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
-
-from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
+from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
 from keras_seq.layers.recurrent import CELLS, make_cell
-
-
-# The score of each Luong attention name (Luong et al., 2015, sec. 3.1).
-LUONG_ATTENTION_SCORES = {"luong": "general", "luong_dot": "dot", "luong_concat": "concat"}
-ATTENTIONS = ("bahdanau", *LUONG_ATTENTION_SCORES)
-
-
-def make_attention(attention, units, **kwargs):
-    """The attention layer of a name, called `attention`: `bahdanau` (additive, Bahdanau et al.) or `luong` (the
-    `general` score), `luong_dot`, `luong_concat` (Luong et al.'s three scores)."""
-    v.check_choice("attention", "attention", attention, ATTENTIONS)
-    if attention == "bahdanau":
-        return BahdanauAttention(units, name="attention", **kwargs)
-    score = LUONG_ATTENTION_SCORES[attention]
-    return LuongAttention(score, units=units if score == "concat" else None, name="attention", **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
