@@ -212,12 +212,7 @@ def run(args):
         args.vocab_size = SUBWORD_SIZE if args.vocabulary == "subword" else WORD_SIZE
     train_pairs, valid_pairs = load_pairs(args)
     vocab = common.vocabularies(args, lambda: build_vocabularies(args, train_pairs))
-    source, target = encoded(train_pairs, vocab)
-    keep = tf.logical_and(source.row_lengths() <= args.max_length, target.row_lengths() <= args.max_length + 2)
-    dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
-    source, target = tf.ragged.boolean_mask(source, keep), tf.ragged.boolean_mask(target, keep)
-    if source.nrows() == 0:
-        raise common.UsageError(f"--max-length: expected some training pairs of at most {args.max_length} tokens, got none")
+    source, target, dropped = training_ids(train_pairs, vocab, args.max_length)
     longest = int(tf.maximum(tf.reduce_max(source.row_lengths()), tf.reduce_max(target.row_lengths())))
     # Batches are padded up to a bucket edge, so the model's lengths are the largest edge.
     length = pipeline.bucket_edges(longest)[-1]
@@ -253,9 +248,7 @@ def run(args):
     sources = [s for s, _ in valid_pairs]
     references = [t for _, t in valid_pairs]
     translated = time.monotonic()
-    predictions = []
-    for start in range(0, len(sources), 256):
-        predictions += [p.decode("utf-8") for p in translator.translate(tf.constant(sources[start : start + 256])).numpy()]
+    predictions = translate_all(translator, sources)
     translate_seconds = time.monotonic() - translated
     common.write_predictions(args.output_dir, zip(sources, references, predictions), ("source", "reference", "prediction"))
 
@@ -288,15 +281,40 @@ def run(args):
         common.plot_attention(examples, os.path.join(args.output_dir, "attention.png"), f"{args.model}: {title}")
     common.plot_sinusoidal_encoding(os.path.join(args.output_dir, "sinusoidal_encoding.png"))
     common.write_metrics(args.output_dir, metrics)
-    for source, reference, prediction in list(zip(sources, references, predictions))[:3]:
+    print_summary(metrics, list(zip(sources, references, predictions))[:3], args.output_dir)
+    return metrics
+
+
+def training_ids(train_pairs, vocab, max_length):
+    """Source and target ids (ragged) of the pairs within `max_length` tokens, and how many were left out."""
+    source, target = encoded(train_pairs, vocab)
+    keep = tf.logical_and(source.row_lengths() <= max_length, target.row_lengths() <= max_length + 2)
+    dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
+    source, target = tf.ragged.boolean_mask(source, keep), tf.ragged.boolean_mask(target, keep)
+    if source.nrows() == 0:
+        raise common.UsageError(f"--max-length: expected some training pairs of at most {max_length} tokens, got none")
+    return source, target, dropped
+
+
+def translate_all(translator, sources, batch_size=256):
+    """The exported translator's outputs for `sources`, in batches."""
+    predictions = []
+    for start in range(0, len(sources), batch_size):
+        predictions += [p.decode("utf-8") for p in translator.translate(tf.constant(sources[start : start + batch_size])).numpy()]
+    return predictions
+
+
+def print_summary(metrics, examples, output_dir):
+    """A few (source, reference, prediction) examples, then the run's figures in one line."""
+    for source, reference, prediction in examples:
         print(f"  {source}\n    reference:  {reference}\n    prediction: {prediction}")
-    copied = "no placeholders to copy" if rate is None else f"copy rate {rate:.2f} of {with_tokens}"
+    rate = metrics["copy_rate"]
+    copied = "no placeholders to copy" if rate is None else f"copy rate {rate:.2f} of {metrics['copy_rate_sentences']}"
     print(
         f"translate: valid BLEU {metrics['bleu']:.1f} (lowercased {metrics['bleu_lowercase']:.1f}), chrF {metrics['chrf']:.1f}, "
         f"exact match {metrics['exact_match']:.3f}, {copied}; trained {metrics['train_seconds']:.0f} s, "
-        f"exported {metrics['export_seconds']:.0f} s, translated {metrics['translate_seconds']:.0f} s; outputs in {args.output_dir}"
+        f"exported {metrics['export_seconds']:.0f} s, translated {metrics['translate_seconds']:.0f} s; outputs in {output_dir}"
     )
-    return metrics
 
 
 if __name__ == "__main__":

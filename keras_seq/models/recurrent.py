@@ -213,6 +213,21 @@ class RNNLM(GenerativeModel):
 rnn_lm = RNNLM  # the builder is the class: `rnn_lm(...)` returns a `RNNLM`
 
 
+def _check_seq2seq_arguments(
+    source_vocabulary_size, target_vocabulary_size, embedding_dim, units, cell, attention, bidirectional_encoder, input_feeding,
+    dropout,
+):
+    owner = "rnn_seq2seq"
+    _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
+    v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
+    v.check_probability(owner, "dropout", dropout)
+    v.check_choice(owner, "attention", attention, (*ATTENTIONS, None))
+    if input_feeding and attention is None:
+        v.fail(owner, "attention", f"one of {ATTENTIONS} when input_feeding=True", "None")
+    if attention == "luong_dot" and bidirectional_encoder:
+        v.fail(owner, "bidirectional_encoder", "False with attention='luong_dot' (the dot score needs keys as wide as the decoder state)", True)
+
+
 @keras.saving.register_keras_serializable(package="keras_seq")
 class RNNSeq2Seq(GenerativeModel):
     """Attentional RNN encoder-decoder (Bahdanau et al., 2015, sec. 3; Luong et al., 2015, sec. 3): unaligned seq2seq.
@@ -278,15 +293,7 @@ class RNNSeq2Seq(GenerativeModel):
     ):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "rnn_seq2seq")
-        owner = "rnn_seq2seq"
-        _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
-        v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
-        v.check_probability(owner, "dropout", dropout)
-        v.check_choice(owner, "attention", attention, (*ATTENTIONS, None))
-        if input_feeding and attention is None:
-            v.fail(owner, "attention", f"one of {ATTENTIONS} when input_feeding=True", "None")
-        if attention == "luong_dot" and bidirectional_encoder:
-            v.fail(owner, "bidirectional_encoder", "False with attention='luong_dot' (the dot score needs keys as wide as the decoder state)", True)
+        _check_seq2seq_arguments(**config)
         unit_variance = keras.initializers.RandomNormal(stddev=1.0)
         source_embedding = keras.layers.Embedding(
             source_vocabulary_size, embedding_dim, embeddings_initializer=unit_variance, mask_zero=True, name="source_embedding"

@@ -159,6 +159,24 @@ class TransformerLM(GenerativeModel):
 transformer_lm = TransformerLM  # the builder is the class: `transformer_lm(...)` returns a `TransformerLM`
 
 
+def _seq2seq_embeddings(
+    source_vocabulary_size, target_vocabulary_size, source_length, target_length, hidden_dim, positional, share_embeddings
+):
+    """The source and target `TokenAndPositionEmbedding`s: one shared layer when `share_embeddings`."""
+    if not share_embeddings:
+        return (
+            TokenAndPositionEmbedding(source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"),
+            TokenAndPositionEmbedding(target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"),
+        )
+    if source_vocabulary_size != target_vocabulary_size:
+        v.fail("transformer_seq2seq", "share_embeddings", f"one vocabulary (source_vocabulary_size == target_vocabulary_size, got "
+               f"{source_vocabulary_size} and {target_vocabulary_size})", share_embeddings)
+    shared = TokenAndPositionEmbedding(
+        source_vocabulary_size, max(source_length, target_length), hidden_dim, positional=positional, name="shared_embedding"
+    )
+    return shared, shared
+
+
 @keras.saving.register_keras_serializable(package="keras_seq")
 class TransformerSeq2Seq(GenerativeModel):
     """Encoder-decoder Transformer (Vaswani et al., 2017, section 3): unaligned seq2seq.
@@ -207,21 +225,10 @@ class TransformerSeq2Seq(GenerativeModel):
             target_length=target_length, num_layers=num_layers, intermediate_dim=intermediate_dim,
         )
         v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
-        if share_embeddings:
-            if source_vocabulary_size != target_vocabulary_size:
-                v.fail(owner, "share_embeddings", f"one vocabulary (source_vocabulary_size == target_vocabulary_size, got "
-                       f"{source_vocabulary_size} and {target_vocabulary_size})", share_embeddings)
-            source_embedding = target_embedding = TokenAndPositionEmbedding(
-                source_vocabulary_size, max(source_length, target_length), hidden_dim, positional=positional,
-                name="shared_embedding",
-            )
-        else:
-            source_embedding = TokenAndPositionEmbedding(
-                source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"
-            )
-            target_embedding = TokenAndPositionEmbedding(
-                target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"
-            )
+        source_embedding, target_embedding = _seq2seq_embeddings(
+            source_vocabulary_size, target_vocabulary_size, source_length, target_length, hidden_dim, positional,
+            share_embeddings,
+        )
         stack = (num_layers, num_heads, intermediate_dim, dropout, norm_first)
         encoder_blocks, encoder_norm = _stack(TransformerEncoderBlock, "encoder", *stack)
         decoder_blocks, decoder_norm = _stack(TransformerDecoderBlock, "decoder", *stack)
