@@ -1,8 +1,9 @@
 """What keras_seq's models do differently from `keras.Model`, and why: the Keras behaviour each works around.
 
 Checked against Keras 3.15.1; each piece is kept only while Keras behaves as its
-docstring says (the tests in tests/models/test_array_feed.py and
-tests/training fail when it no longer does).
+docstring says. Their tests: tests/models/test_array_feed.py (the array feed),
+tests/metrics/test_token_metrics.py (`evaluate` counts only real tokens) and
+tests/models/test_transformer_models.py (the compiled loss, compiling on load).
 
 * `ArrayFeedModel`: arrays into `fit`, `evaluate` and `predict` on TensorFlow without
   tf.data's teardown wait. Keras (keras/src/trainers/data_adapters/array_data_adapter.py)
