@@ -12,8 +12,8 @@ class GenerativeModel(ConfigFromArguments, MaskedLogitsModel):
 
     Subclasses build their graph in `__init__`, pass it to `keras.Model`, keep their
     constructor arguments in `self._config` (`constructor_arguments`: `.keras` files
-    rebuild them) and implement `_decoding_start`, `_decoding_step` and `decoding_vocabulary_size`
-    (see `keras_seq.decoding`); `_decoding_reads_cache_rows = True` if their
+    rebuild them) and implement `_decoding_start`, `_decoding_step` and
+    `decoding_vocabulary_size` (see `keras_seq.decoding`); `_decoding_reads_cache_rows = True` if their
     `_decoding_step` takes `cache_rows` (beam search then reorders no cache);
     `_inputs_are_prompts = False` for seq2seq models, and `_length_limits` where
     positions are bounded.
