@@ -26,6 +26,7 @@ and runs under `torch.no_grad`. Scores are float32 log-probabilities whatever th
 model's dtype policy.
 """
 
+import inspect
 import math
 
 import keras
@@ -299,42 +300,35 @@ def check_generate_arguments(
     check_lengths(model, inputs, max_length)
 
 
-def decode(
-    model,
-    inputs,
-    seed,
-    max_length,
-    strategy="greedy",
-    temperature=1.0,
-    k=50,
-    p=0.9,
-    num_beams=4,
-    length_penalty=0.6,
-    end_id=None,
-    start_id=1,
-    num_return_sequences=1,
-    min_length=0,
-):
+def decode(model, inputs, seed, max_length, **settings):
     """The decoding itself, as tensor operations: ids `(B, n, max_length)` and scores `(B, n)`.
 
     `generate` checks the arguments, compiles this once per setting and calls it; it
     is public for use inside another traced function, e.g. a SavedModel signature
     (`keras_seq.export`). `seed` is an int32 scalar (a Python int on torch); `inputs`
-    must hold int32 ids.
+    must hold int32 ids. `settings` are `generate`'s keyword arguments (`strategy`,
+    `num_beams`, ...), its defaults for those left out; their values are not checked (an
+    unknown name raises `TypeError`).
     """
+    unknown = set(settings) - set(_GENERATE_DEFAULTS)
+    if unknown:
+        raise TypeError(f"decode: unexpected keyword arguments {sorted(unknown)}")
+    settings = {**_GENERATE_DEFAULTS, **settings}
+    strategy, end_id, min_length = settings["strategy"], settings["end_id"], settings["min_length"]
+    num_beams, num_return_sequences = settings["num_beams"], settings["num_return_sequences"]
     ids = model._input_ids(inputs)
     check_lengths(model, ids, max_length)
     batch = ops.shape(ids)[0]
     copies = num_beams if strategy == "beam" else num_return_sequences
     rows = keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), inputs) if copies > 1 else inputs
-    ids, prompt_length, cache, context = model._decoding_start(rows, max_length, start_id)
+    ids, prompt_length, cache, context = model._decoding_start(rows, max_length, settings["start_id"])
     if strategy != "beam":
-        choose = _token_chooser(strategy, temperature, k, p, seed)
+        choose = _token_chooser(strategy, settings["temperature"], settings["k"], settings["p"], seed)
         ids, scores = _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length)
         return ops.reshape(ids, (batch, copies, max_length)), ops.reshape(scores, (batch, copies))
     vocabulary_size = model.decoding_vocabulary_size
     ids, scores, lengths = _beam_loop(model, ids, cache, context, prompt_length, copies, end_id, min_length, vocabulary_size)
-    scores = scores / gnmt_length_penalty(lengths, length_penalty)
+    scores = scores / gnmt_length_penalty(lengths, settings["length_penalty"])
     order = ops.argsort(-scores, axis=-1)[:, :num_return_sequences]
     ids = ops.reshape(ids, (batch, copies, max_length))
     return ops.take_along_axis(ids, order[..., None], axis=1), ops.take_along_axis(scores, order, axis=1)
@@ -436,3 +430,10 @@ def generate(
     if num_return_sequences == 1:
         return ids[:, 0]
     return ids, scores
+
+
+# `decode`'s settings left out take `generate`'s defaults (the seed is `decode`'s own argument).
+_GENERATE_DEFAULTS = {
+    name: parameter.default for name, parameter in inspect.signature(generate).parameters.items()
+    if parameter.default is not inspect.Parameter.empty and name != "seed"
+}

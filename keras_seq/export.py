@@ -25,6 +25,7 @@ import sys
 import keras
 
 from keras_seq import _validation as v
+from keras_seq import _atomic as atomic
 
 RUN_CONFIG = "export_config.json"
 
@@ -148,8 +149,7 @@ def write_run_config(directory, kind, vocabularies, **settings):
     """Record what `export_run` needs next to a run's `model.keras` (kind: one of `KINDS`)."""
     v.check_choice("write_run_config", "kind", kind, KINDS)
     config = {"kind": kind, "vocabularies": {name: vocab.get_config() for name, vocab in vocabularies.items()}, **settings}
-    with open(os.path.join(directory, RUN_CONFIG), "w", encoding="utf-8") as f:
-        json.dump(config, f, ensure_ascii=False)
+    atomic.write_text(os.path.join(directory, RUN_CONFIG), json.dumps(config, ensure_ascii=False))
 
 
 def export_run(directory):
@@ -171,16 +171,16 @@ def export_run(directory):
         config = json.load(f)
     vocabularies = {name: vocabulary_from_config(vocab) for name, vocab in config.pop("vocabularies").items()}
     model = keras.saving.load_model(os.path.join(directory, "model.keras"), compile=False)
-    path = os.path.join(directory, "export")
     kind = config.pop("kind")
-    if kind == "translate":
-        export_translator(model, vocabularies["source"], vocabularies["target"], path, **config)
-    elif kind == "lm":
-        export_language_model(model, vocabularies["text"], path=path, **config)
-    elif kind == "classify":
-        export_classifier(model, vocabularies["text"], path=path, **config)
-    else:
-        export_tagger(model, vocabularies["text"], path=path, **config)
+    with atomic.replaced_atomically(os.path.join(directory, "export")) as path:  # complete or absent
+        if kind == "translate":
+            export_translator(model, vocabularies["source"], vocabularies["target"], path, **config)
+        elif kind == "lm":
+            export_language_model(model, vocabularies["text"], path=path, **config)
+        elif kind == "classify":
+            export_classifier(model, vocabularies["text"], path=path, **config)
+        else:
+            export_tagger(model, vocabularies["text"], path=path, **config)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@ budget, the output files (metrics.json, predictions.tsv, plots) and one-line err
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import keras
 import numpy as np
 
-CHECKPOINT = "checkpoint.keras"
-CHECKPOINT_STATE = "checkpoint.json"
-BEST_WEIGHTS = "best.weights.h5"
+from keras_seq import _atomic as atomic
+from recipes import checkpoints
+
 
 
 def load_splits(args, task, read, embedded):
@@ -71,7 +72,7 @@ def parser(name, description, data_help, model_defaults, default_model, epochs, 
         "--max-seconds", type=float, metavar="S",
         help=f"train for S seconds of wall time (alone: no epoch limit, up to {MAX_EPOCHS}; with neither flag: {default_budget})",
     )
-    p.set_defaults(default_epochs=epochs, default_seconds=max_seconds)
+    p.set_defaults(default_epochs=epochs, default_seconds=max_seconds, recipe=name)
     training.add_argument("--batch-size", type=int, default=batch_size, help="examples per training batch")
     training.add_argument(
         "--learning-rate", type=float,
@@ -80,6 +81,10 @@ def parser(name, description, data_help, model_defaults, default_model, epochs, 
     p.set_defaults(model_defaults=model_defaults)
     training.add_argument("--seed", type=int, default=0, help="seeds weights, dropout and shuffling: a run repeats on a backend")
     training.add_argument("--resume", action="store_true", help="continue from the checkpoint in --output-dir")
+    training.add_argument("--max-nan", type=int, default=3, metavar="N",
+                          help="a non-finite loss rolls back to the last finite weights; the N-th ends the run")
+    training.add_argument("--checkpoint-every", type=float, default=300.0, metavar="S",
+                          help="also save a checkpoint within an epoch once S seconds have passed since the last one")
     training.add_argument(
         "--distribute", action="store_true",
         help="data-parallel training on every local device (TensorFlow MirroredStrategy, JAX DataParallel)",
@@ -104,11 +109,12 @@ def add_validation_flags(p, score, warmup):
 
 def check_arguments(args):
     """Reject values argparse lets through (type is right, value is not)."""
-    for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size", "validate_sentences", "average_last", "patience"):
+    for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size", "validate_sentences", "average_last", "patience",
+                 "max_nan"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {value}")
-    for flag in ("max_seconds", "learning_rate", "validate_every"):
+    for flag in ("max_seconds", "learning_rate", "validate_every", "checkpoint_every"):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a number > 0, got {value}")
@@ -121,7 +127,7 @@ def check_arguments(args):
         raise UsageError("--train and --valid: expected both files or neither")
     if args.tfds and args.train:
         raise UsageError("--tfds and --train: expected one data source, got both")
-    if args.resume and not os.path.exists(os.path.join(args.output_dir, CHECKPOINT)):
+    if args.resume and not checkpoints.exists(args.output_dir):
         raise UsageError(f"--resume: expected a checkpoint in {args.output_dir}, found none")
 
 
@@ -134,7 +140,8 @@ def main(name, run, parse, argv=None):
     args = parse(argv)
     try:
         check_arguments(args)
-        os.makedirs(args.output_dir, exist_ok=True)
+        check_writable(args.output_dir)
+        atomic.remove_leftovers(args.output_dir)
         keras.utils.set_random_seed(args.seed)
         return run(args)
     except (UsageError, ValueError) as error:
@@ -142,34 +149,33 @@ def main(name, run, parse, argv=None):
             raise
         print(f"{name}: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except OSError as error:  # e.g. a full disk: the outputs written so far are complete (atomic writes)
+        if args.traceback:
+            raise
+        print(f"{name}: error: {error.filename or 'writing an output'}: {error.strerror or error}", file=sys.stderr)
+        sys.exit(2)
 
 
-class EpochCheckpoint(keras.callbacks.Callback):
-    """Saves the model with its optimizer state, the epoch and the history after each epoch,
-    so `--resume` continues from the next epoch with nothing lost."""
+def check_writable(directory):
+    """Create --output-dir and write a probe there, so an unwritable folder ends the run before training."""
+    import tempfile
 
-    def __init__(self, directory, history, budget, validation=None):
-        super().__init__()
-        self.directory, self.history, self.budget, self.validation = directory, history, budget, validation
-
-    def on_epoch_end(self, epoch, logs=None):
-        for key, value in (logs or {}).items():
-            self.history.setdefault(key, []).append(float(value))
-        self.model.save(os.path.join(self.directory, CHECKPOINT))
-        state = {"epoch": epoch + 1, "history": self.history, "seconds": self.budget.elapsed(), "steps": self.budget.spent_steps}
-        if self.validation is not None and self.validation.best is not None:
-            state["validation"] = {"best": self.validation.best, "without_gain": self.validation.evaluations_without_gain}
-        with open(os.path.join(self.directory, CHECKPOINT_STATE), "w") as f:
-            json.dump(state, f)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
+            pass
+    except OSError as error:
+        raise UsageError(f"--output-dir: expected a folder this process can write, got {directory} ({error.strerror})") from None
 
 
 def resume_state(args):
-    """`(model or None, checkpoint state)` from --output-dir's checkpoint when --resume."""
+    """`(model or None, checkpoint state, best weights path or None)` from --output-dir's checkpoint when --resume."""
     if not args.resume:
-        return None, {"epoch": 0, "history": {}, "seconds": 0.0, "steps": 0}
-    with open(os.path.join(args.output_dir, CHECKPOINT_STATE)) as f:
-        state = json.load(f)
-    return keras.saving.load_model(os.path.join(args.output_dir, CHECKPOINT)), state
+        return None, {"epoch": 0, "history": {}, "seconds": 0.0, "steps": 0}, None
+    try:
+        return checkpoints.load(args.output_dir, args.recipe)
+    except checkpoints.Unreadable as problem:
+        raise UsageError(f"--resume: expected a complete checkpoint in {args.output_dir}, got none ({problem})") from None
 
 
 def distribution_scope(args):
@@ -221,8 +227,7 @@ def vocabularies(args, build):
         made = {}  # equal configs (a joint vocabulary) give one object
         return {name: made.setdefault(json.dumps(config, sort_keys=True), vocabulary_from_config(config)) for name, config in configs.items()}
     result = build()
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({name: vocabulary.get_config() for name, vocabulary in result.items()}, f, ensure_ascii=False)
+    atomic.write_text(path, json.dumps({name: vocabulary.get_config() for name, vocabulary in result.items()}, ensure_ascii=False))
     subword = {name: vocabulary for name, vocabulary in result.items() if isinstance(vocabulary, SubwordVocabulary)}
     if len({id(vocabulary) for vocabulary in subword.values()}) == 1 and len(subword) > 1:
         next(iter(subword.values())).save(os.path.join(args.output_dir, "sentencepiece.model"))
@@ -253,7 +258,7 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     if valid is not None:
         # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
         valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
-    model, state = resume_state(args)
+    model, state, best_weights = resume_state(args)
     with distribution_scope(args):
         if model is None:
             model = build_and_compile(steps_per_epoch)
@@ -261,35 +266,41 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     budget = training.TrainingBudget(
         args.max_seconds, args.epochs and args.epochs * steps_per_epoch, state["seconds"], state.get("steps", 0)
     )
-    callbacks = [budget]
+    callbacks = [budget, training.NonFiniteGuard(args.max_nan, args.recipe)]  # before anything saves the model
     if learning_rate is not None:
         callbacks.append(training.WarmupLinearDecay(budget, *learning_rate))
     validation = None
     if score is not None:
         validation = training.BestByValidation(
             score, monitor, mode=mode, patience=args.patience, average_last=args.average_last,
-            every_seconds=args.validate_every, path=os.path.join(args.output_dir, BEST_WEIGHTS),
+            every_seconds=args.validate_every, path=os.path.join(args.output_dir, checkpoints.BEST_WEIGHTS),
         )
-        if "validation" in state:
+        if "validation" in state and best_weights is not None:
             validation.best = state["validation"]["best"]
             validation.evaluations_without_gain = state["validation"]["without_gain"]
-            validation.best_weights = _weights_in(model, os.path.join(args.output_dir, BEST_WEIGHTS))
+            validation.best_weights = _weights_in(model, best_weights)
+            shutil.copyfile(best_weights, os.path.join(args.output_dir, checkpoints.BEST_WEIGHTS))  # the checkpoint's, not a later one
         callbacks.append(validation)
-    callbacks += [
-        EpochCheckpoint(args.output_dir, state["history"], budget, validation),
-        keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False),
-    ]
-    if state["epoch"] < epochs and budget.fraction() < 1.0:
-        model.fit(
-            # repeat(): Keras may look one batch past the last epoch; it is never trained on.
-            batches(args.seed, state["epoch"], epochs).repeat(), validation_data=valid, epochs=epochs,
-            initial_epoch=state["epoch"], steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
-            verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
-        )
+    checkpoint = checkpoints.RunCheckpoint(args, state["history"], budget, steps_per_epoch, validation)
+    callbacks += [checkpoint, keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False)]
+    # Resume at the data position of the steps taken: after a stop within an epoch, Keras' epochs
+    # end `batch` steps later than the data's, so every batch is still seen once, in order.
+    first_epoch, skipped = divmod(budget.spent_steps, steps_per_epoch)
+    if first_epoch < epochs and budget.fraction() < 1.0:
+        try:
+            model.fit(
+                # repeat(): Keras may look one batch past the last epoch; it is never trained on.
+                batches(args.seed, first_epoch, epochs).skip(skipped).repeat(), validation_data=valid, epochs=epochs,
+                initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
+                verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
+            )
+        finally:
+            checkpoint.restore_signal_handlers()  # also when fit ends by an exception or a signal's exit
     history = state["history"]
     if validation is not None and validation.chosen != "last":
         print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
-    model.save(os.path.join(args.output_dir, "model.keras"))
+    with atomic.replaced_atomically(os.path.join(args.output_dir, "model.keras")) as path:
+        model.save(path)
     if history:
         plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
     return model, history, budget.elapsed(), validation
@@ -325,17 +336,15 @@ def export_and_load(args, kind, vocabularies, **settings):
 
 
 def write_metrics(directory, metrics):
-    with open(os.path.join(directory, "metrics.json"), "w", encoding="utf-8") as f:
-        json.dump(metrics, f, indent=2, ensure_ascii=False)
-    print(json.dumps(metrics, indent=2, ensure_ascii=False))
+    text = json.dumps(metrics, indent=2, ensure_ascii=False)
+    atomic.write_text(os.path.join(directory, "metrics.json"), text)
+    print(text)
 
 
 def write_predictions(directory, rows, header=("input", "reference", "prediction")):
     """One row per valid example, tab-separated (tabs and newlines inside fields become spaces)."""
-    with open(os.path.join(directory, "predictions.tsv"), "w", encoding="utf-8") as f:
-        f.write("\t".join(header) + "\n")
-        for row in rows:
-            f.write("\t".join(" ".join(str(field).split()) for field in row) + "\n")
+    lines = ["\t".join(header)] + ["\t".join(" ".join(str(field).split()) for field in row) for row in rows]
+    atomic.write_text(os.path.join(directory, "predictions.tsv"), "\n".join(lines) + "\n")
 
 
 def _pyplot():

@@ -46,6 +46,8 @@ DATA = {
 # data (benchmarks/RESULTS.md): the output layer and its softmax are most of a small Transformer's
 # step, so fewer pieces buy more steps within a budget than they cost in longer sequences.
 SUBWORD_SIZE, WORD_SIZE = 4000, 8000
+# Subword regularization: training pairs are encoded this many times with drawn splits, read in turn by epoch.
+SAMPLED_SPLITS = 8
 # Sources and predictions are decoded in chunks of this many sentences (one compiled shape).
 DECODE_BATCH = 100
 
@@ -64,6 +66,9 @@ def parse(argv=None):
     p.add_argument("--vocab-size", "--vocabulary-size", dest="vocab_size", type=int,
                    help=f"ids per vocabulary (subword: an upper bound, default {SUBWORD_SIZE}; word/char: the most "
                         f"frequent tokens kept, default {WORD_SIZE})")
+    p.add_argument("--subword-sampling", type=float, default=0.0, metavar="ALPHA",
+                   help="subword regularization: each epoch reads training pairs split anew, drawn by SentencePiece "
+                        "(unigram: smoothing alpha, e.g. 0.3; bpe: BPE-dropout rate, e.g. 0.1); 0 always takes the best split")
     p.add_argument("--separate-vocabularies", action="store_true",
                    help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)")
     p.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out")
@@ -76,7 +81,7 @@ def parse(argv=None):
     p.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of the label-smoothed cross-entropy")
     common.add_validation_flags(p, "BLEU", warmup=0.05)
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha of the beam search")
+    p.add_argument("--length-penalty", type=float, default=1.4, help="GNMT length penalty alpha of the beam search")
     p.add_argument("--validate-sentences", type=int, default=300, metavar="N",
                    help="valid sentences translated greedily after each epoch for the validation BLEU")
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
@@ -124,8 +129,8 @@ def encoded(pairs, vocab):
 
 def build_model(args, vocab, source_length, target_length):
     sizes = dict(source_vocabulary_size=len(vocab["source"]), target_vocabulary_size=len(vocab["target"]))
+    tied = joint_vocabulary(args)  # one joint vocabulary: three-way tied embeddings
     if args.model == "transformer":
-        tied = joint_vocabulary(args)
         return ks.models.transformer_seq2seq(
             source_length=source_length, target_length=target_length, num_layers=args.layers,
             hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim,
@@ -135,7 +140,7 @@ def build_model(args, vocab, source_length, target_length):
     attention = "bahdanau" if args.model == "rnn-attention" else None
     return ks.models.rnn_seq2seq(
         embedding_dim=args.hidden_dim, units=args.hidden_dim, cell="gru", attention=attention,
-        input_feeding=args.input_feeding, dropout=args.dropout, **sizes,
+        input_feeding=args.input_feeding, dropout=args.dropout, tie_embeddings=tied, share_embeddings=tied, **sizes,
     )
 
 
@@ -208,12 +213,19 @@ def run(args):
     started = time.monotonic()
     if args.input_feeding and args.model != "rnn-attention":
         raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
+    if args.subword_sampling and (args.vocabulary != "subword" or not 0 < args.subword_sampling <= 1):
+        raise common.UsageError(f"--subword-sampling: expected a number in (0, 1] with --vocabulary subword, "
+                                f"got {args.subword_sampling:g} with --vocabulary {args.vocabulary}")
     if args.vocab_size is None:
         args.vocab_size = SUBWORD_SIZE if args.vocabulary == "subword" else WORD_SIZE
     train_pairs, valid_pairs = load_pairs(args)
     vocab = common.vocabularies(args, lambda: build_vocabularies(args, train_pairs))
-    source, target, dropped = training_ids(train_pairs, vocab, args.max_length)
+    source, target, kept, dropped = training_ids(train_pairs, vocab, args.max_length)
     longest = int(tf.maximum(tf.reduce_max(source.row_lengths()), tf.reduce_max(target.row_lengths())))
+    variants = 1
+    if args.subword_sampling:
+        source, target = sampled_splits((source, target), kept, vocab, args.subword_sampling, args.seed)
+        variants = SAMPLED_SPLITS
     # Batches are padded up to a bucket edge, so the model's lengths are the largest edge.
     length = pipeline.bucket_edges(longest)[-1]
     sizes = f"one joint {args.vocabulary} vocabulary of {len(vocab['source'])}" if vocab["source"] is vocab["target"] else (
@@ -226,7 +238,10 @@ def run(args):
     valid_source, valid_target = encoded(valid_pairs, vocab)
     valid = {"source": valid_source[:, :length], "target": valid_target[:, :length]}
 
-    def batches(seed, first_epoch, epochs, features={"source": source, "target": target}):
+    def batches(seed, first_epoch, epochs, features=None):
+        if features is None:  # the training pairs
+            return pipeline.padded_batches({"source": source, "target": target}, args.batch_size, longest, teacher_forcing,
+                                           seed, first_epoch, epochs, variants)
         return pipeline.padded_batches(features, args.batch_size, longest, teacher_forcing, seed, first_epoch, epochs)
 
     def build_and_compile(steps_per_epoch):
@@ -270,6 +285,7 @@ def run(args):
         "model": args.model,
         "vocabulary": args.vocabulary if args.vocabulary != "subword" else f"subword ({args.subword_model}, "
                       f"{'separate' if args.separate_vocabularies else 'joint'})",
+        "subword_sampling": args.subword_sampling,
         "vocabulary_size": len(vocab["target"]),
         "input_feeding": bool(model.get_config().get("input_feeding", False)),  # the checkpoint's, on --resume
         "backend": keras.backend.backend(),
@@ -286,14 +302,38 @@ def run(args):
 
 
 def training_ids(train_pairs, vocab, max_length):
-    """Source and target ids (ragged) of the pairs within `max_length` tokens, and how many were left out."""
+    """Source and target ids (ragged) of the pairs within `max_length` tokens, the pairs kept, and how many were left out."""
     source, target = encoded(train_pairs, vocab)
     keep = tf.logical_and(source.row_lengths() <= max_length, target.row_lengths() <= max_length + 2)
     dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
     source, target = tf.ragged.boolean_mask(source, keep), tf.ragged.boolean_mask(target, keep)
     if source.nrows() == 0:
         raise common.UsageError(f"--max-length: expected some training pairs of at most {max_length} tokens, got none")
-    return source, target, dropped
+    kept = [pair for pair, k in zip(train_pairs, keep.numpy()) if k]
+    return source, target, kept, dropped
+
+
+def sampled_splits(best, pairs, vocab, alpha, seed, splits=SAMPLED_SPLITS):
+    """`splits` encodings of `pairs`, one block after the other, each pair's subwords drawn anew
+    (`SubwordVocabulary.sample`). A pair whose draw would change its length bucket keeps its best
+    split (`best`: the `(source, target)` of `training_ids`), so every block makes the same batches
+    per epoch and a step count is a data position on `--resume`."""
+    edges = tf.constant(pipeline.bucket_edges(int(tf.reduce_max(tf.concat([ids.row_lengths() for ids in best], 0)))))
+
+    def bucket(source, target):
+        longest = tf.maximum(source.row_lengths(), target.row_lengths())
+        return tf.searchsorted(tf.cast(edges, longest.dtype), longest, side="left")
+
+    texts = [[pair[index] for pair in pairs] for index in (0, 1)]
+    rows = tf.range(len(pairs), dtype=tf.int64)
+    blocks = []
+    for split in range(splits):
+        drawn = [vocab[side].sample(texts[index], alpha, seed=seed * 1000 + 2 * split + index, add_start=index == 1,
+                                    add_end=index == 1) for index, side in enumerate(("source", "target"))]
+        moved = tf.not_equal(bucket(*drawn), bucket(*best))
+        chosen = tf.where(moved, rows + len(pairs), rows)
+        blocks.append([tf.gather(tf.concat([d, b], 0), chosen) for d, b in zip(drawn, best)])
+    return tf.concat([block[0] for block in blocks], 0), tf.concat([block[1] for block in blocks], 0)
 
 
 def translate_all(translator, sources, batch_size=256):

@@ -39,7 +39,7 @@ def _example_reader(features):
     return int(next(iter(columns.values())).nrows()), example
 
 
-def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1):
+def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1, variants=1):
     """Batches of `to_model_inputs(padded features)` for epochs `first_epoch .. epochs-1`.
 
     Args:
@@ -50,8 +50,13 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         to_model_inputs: maps the dict of padded `(B, L)` int32 tensors to what
             `model.fit` takes, e.g. `(inputs, targets)`.
         seed: shuffles each epoch by a stateless draw keyed by `(seed, epoch)`; None keeps the order.
+        variants: the rows hold this many encodings of the same examples, one block
+            after the other (e.g. subword splits drawn anew); epoch e reads block `e % variants`.
     """
-    count, example = _example_reader(features)
+    rows, example = _example_reader(features)
+    count = rows // variants
+    if count * variants != rows:
+        raise ValueError(f"padded_batches: `variants` expected to divide the {rows} rows into equal blocks, got {variants}")
     edges = bucket_edges(max_length)
     names = list(features)
 
@@ -65,6 +70,7 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
             # goes straight through or resumes at e, and however often Keras iterates the data.
             keys = tf.random.stateless_uniform([count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
             order = tf.argsort(keys, stable=True)
+        order = tf.cast(order, tf.int64) + (epoch % variants) * count
         return tf.data.Dataset.from_tensor_slices(order).map(example).bucket_by_sequence_length(
             length,
             bucket_boundaries=[edge + 1 for edge in edges[:-1]],

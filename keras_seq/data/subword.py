@@ -119,9 +119,12 @@ class SubwordVocabulary:
         return cls(model, lowercase=lowercase)
 
     def save(self, path):
-        """Write the SentencePiece model as a `.model` file (readable by `sentencepiece` itself)."""
-        with open(path, "wb") as f:
-            f.write(self.model)
+        """Write the SentencePiece model as a `.model` file (readable by `sentencepiece` itself), atomically."""
+        from keras_seq import _atomic as atomic
+
+        with atomic.replaced_atomically(path) as temporary:
+            with open(temporary, "wb") as f:
+                f.write(self.model)
 
     def __len__(self):
         return self._processor.GetPieceSize()
@@ -157,6 +160,27 @@ class SubwordVocabulary:
         if add_end:
             ids = tf.concat([ids, column + text.END], axis=1)
         return ids
+
+    def sample(self, strings, alpha, seed, add_start=False, add_end=False):
+        """Ragged int32 ids of `strings`, each split drawn at random rather than the best one.
+
+        Subword regularization, so that a model does not learn one split of each word
+        by heart: a unigram model draws the split `x` of a sentence `X` with probability
+        `P(x | X) ~ P(x)^alpha` over all its splits (Kudo, 2018, sec. 3; a smaller alpha
+        draws further from the best split); a BPE model skips each merge with probability
+        `alpha` (BPE-dropout, Provilkov et al., 2020, sec. 2). `alpha` is in (0, 1];
+        `seed` fixes the draws.
+        """
+        import sentencepiece
+
+        if not 0.0 < alpha <= 1.0:
+            v.fail("SubwordVocabulary.sample", "alpha", "a number in (0, 1]", alpha)
+        sentencepiece.set_random_generator_seed(int(seed))
+        strings = [s.lower() if self.lowercase else s for s in strings]
+        rows = self._processor.encode(strings, out_type=int, enable_sampling=True, alpha=float(alpha), nbest_size=-1,
+                                      num_threads=1)  # one thread: the seed fixes the draws
+        rows = [[text.START] * add_start + row + [text.END] * add_end for row in rows]
+        return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1) if rows else tf.ragged.constant([[]], tf.int32)[:0]
 
     def decode(self, ids, table=None):
         """Strings from a batch of ids `(B, L)`: stops at the end id, skips padding and the start id."""

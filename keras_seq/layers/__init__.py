@@ -3,6 +3,7 @@
 from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
 from keras_seq.layers.embedding import (
     PositionEmbedding,
+    ScaledEmbedding,
     SinusoidalPositionalEncoding,
     TiedLogits,
     TokenAndPositionEmbedding,
@@ -29,6 +30,7 @@ __all__ = [
     "PositionEmbedding",
     "PositionwiseDense",
     "SampledSoftmax",
+    "ScaledEmbedding",
     "SequencePooling",
     "SinusoidalPositionalEncoding",
     "TiedLogits",

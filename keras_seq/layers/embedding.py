@@ -257,12 +257,31 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         }
 
 
+@keras.saving.register_keras_serializable(package="keras_seq")
+class ScaledEmbedding(keras.layers.Embedding):
+    """`E[token_ids] * sqrt(D)`, the table `E` `(V, D)` drawn from N(0, 1/D) (Vaswani et al., 2017, sec. 3.4).
+
+    The rows enter the network at unit variance, while the table stays small enough to
+    serve as a tied output layer too (`TiedLogits`: `h E^T` keeps the scale of `h`).
+    Otherwise a `keras.layers.Embedding` (same arguments, same weights).
+    """
+
+    def __init__(self, input_dim, output_dim, **kwargs):
+        kwargs.setdefault("embeddings_initializer", keras.initializers.RandomNormal(stddev=output_dim**-0.5))
+        super().__init__(input_dim, output_dim, **kwargs)
+
+    def call(self, inputs):
+        embedded = super().call(inputs)
+        return embedded * ops.cast(math.sqrt(self.output_dim), embedded.dtype)
+
+
 class TiedLogits(keras.layers.Layer):
     """Output projection sharing the token embedding matrix: `logits = h @ E^T + b`.
 
-    `E` `(V, D)` is the `token_embedding` of `embedding` (a `TokenAndPositionEmbedding`);
-    only the bias `b` `(V,)` is this layer's own, so tying saves the `V * D` kernel of
-    a separate output layer (Press & Wolf, 2017; Vaswani et al., 2017, section 3.4).
+    `E` `(V, D)` is `embedding`'s table: a `keras.layers.Embedding`, or the `token_embedding`
+    of a `TokenAndPositionEmbedding`. Only the bias `b` `(V,)` is this layer's own, so
+    tying saves the `V * D` kernel of a separate output layer (Press & Wolf, 2017;
+    Vaswani et al., 2017, section 3.4).
     Computed in float32 and mask-preserving, like the untied `Dense` head. The models
     below rebuild it from their own config, so it needs no config of its own.
     """
@@ -272,15 +291,16 @@ class TiedLogits(keras.layers.Layer):
         # A weak reference is invisible to Keras' and torch's attribute tracking: the
         # model owns the embedding, so its weights are listed and saved once, not
         # again under this layer (whose own weight is the bias alone).
-        self._embedding = weakref.ref(embedding)
-        self.vocabulary_size = embedding.vocabulary_size
+        table = getattr(embedding, "token_embedding", embedding)
+        self._table = weakref.ref(table)
+        self.vocabulary_size = table.input_dim
         self.supports_masking = True
 
     def build(self, input_shape):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
     def call(self, h):
-        kernel = ops.transpose(ops.cast(self._embedding().token_embedding.embeddings, "float32"))  # (D, V)
+        kernel = ops.transpose(ops.cast(self._table().embeddings, "float32"))  # (D, V)
         return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
 
     def compute_output_shape(self, input_shape):

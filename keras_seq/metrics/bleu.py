@@ -17,7 +17,7 @@ import math
 import re
 import unicodedata
 
-from keras_seq.metrics.segments import as_string_list, describe, reference_streams
+from keras_seq.metrics.segments import describe, hypotheses_and_streams
 
 __all__ = ["corpus_bleu"]
 
@@ -301,8 +301,7 @@ def corpus_bleu(hypotheses, references, lowercase=False, tokenize="13a"):
         )
     tokenizer = _TOKENIZERS[tokenize]
 
-    hypotheses = as_string_list(hypotheses, "hypotheses", "corpus_bleu")
-    streams = reference_streams(references, len(hypotheses), "corpus_bleu")
+    hypotheses, streams = hypotheses_and_streams(hypotheses, references, "corpus_bleu")
     if not hypotheses:
         return 0.0
 

@@ -22,7 +22,7 @@ pulling in TensorFlow, Keras or NumPy.
 import collections
 import numbers
 
-from keras_seq.metrics.segments import as_string_list, describe, reference_streams
+from keras_seq.metrics.segments import describe, hypotheses_and_streams
 
 __all__ = ["corpus_chrf"]
 
@@ -182,13 +182,8 @@ def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
     is split off the end (or else the start) of each word.
 
     Args:
-        hypotheses: Sequence of detokenized system outputs, one str per
-            segment (a list, tuple or other iterable; not a bare str).
-            Empty strings are allowed.
-        references: Either a flat sequence with one reference str per
-            hypothesis, or a sequence of reference streams, each of which
-            holds one str per hypothesis (sacreBLEU's `refs` layout), for
-            multiple references.
+        hypotheses, references: as in `corpus_bleu` (one reference per
+            hypothesis, or sacreBLEU's list of reference streams).
         char_order: Largest character n-gram order (default 6).
         word_order: Largest word n-gram order; 0 (default) gives chrF, 2
             gives chrF++.
@@ -237,8 +232,7 @@ def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
         )
     beta = _check_beta(beta)
 
-    hypotheses = as_string_list(hypotheses, "hypotheses", "corpus_chrf")
-    streams = reference_streams(references, len(hypotheses), "corpus_chrf")
+    hypotheses, streams = hypotheses_and_streams(hypotheses, references, "corpus_chrf")
     if not hypotheses:
         return 0.0
 

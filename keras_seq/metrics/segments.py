@@ -69,3 +69,9 @@ def reference_streams(references, num_hypotheses, metric):
                 "reference segment per hypothesis."
             )
     return [stream for _, stream in named_streams]
+
+
+def hypotheses_and_streams(hypotheses, references, metric):
+    """`(hypotheses, reference streams)` checked as `as_string_list` and `reference_streams` do."""
+    hypotheses = as_string_list(hypotheses, "hypotheses", metric)
+    return hypotheses, reference_streams(references, len(hypotheses), metric)

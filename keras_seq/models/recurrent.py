@@ -19,6 +19,7 @@ from keras_seq.models.config import constructor_arguments
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
 from keras_seq.layers.input_feeding import InputFeedingDecoder
+from keras_seq.layers.embedding import ScaledEmbedding, TiedLogits
 from keras_seq.layers.masking import PaddingMaskFromIds
 
 
@@ -215,12 +216,18 @@ rnn_lm = RNNLM  # the builder is the class: `rnn_lm(...)` returns a `RNNLM`
 
 def _check_seq2seq_arguments(
     source_vocabulary_size, target_vocabulary_size, embedding_dim, units, cell, attention, bidirectional_encoder, input_feeding,
-    dropout,
+    dropout, tie_embeddings, share_embeddings,
 ):
     owner = "rnn_seq2seq"
     _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
     v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
     v.check_probability(owner, "dropout", dropout)
+    if tie_embeddings and units != embedding_dim:
+        v.fail(owner, "tie_embeddings", f"units == embedding_dim (the output layer reuses the {embedding_dim}-wide embeddings)",
+               f"True with units={units}")
+    if share_embeddings and source_vocabulary_size != target_vocabulary_size:
+        v.fail(owner, "share_embeddings", "equal source and target vocabulary sizes (one joint vocabulary)",
+               f"True with {source_vocabulary_size} and {target_vocabulary_size}")
     v.check_choice(owner, "attention", attention, (*ATTENTIONS, None))
     if input_feeding and attention is None:
         v.fail(owner, "attention", f"one of {ATTENTIONS} when input_feeding=True", "None")
@@ -263,6 +270,10 @@ class RNNSeq2Seq(GenerativeModel):
     * `dropout` drops units of the embeddings, the annotations and the decoder states
       while training: the non-recurrent connections only (Zaremba et al., 2014, sec. 3),
       so the recurrent layers keep their fused kernels.
+    * `tie_embeddings` makes the output layer `s E^T + b` reuse the target embedding `E`
+      (Press & Wolf, 2017; needs `units == embedding_dim`); `share_embeddings` gives
+      source and target one table (a joint vocabulary). Both: three-way tying, `2 V D`
+      fewer parameters; a tied table is a `ScaledEmbedding` (see `_embeddings_and_head`).
     * Padding is id 0. The source mask reaches the encoder and the attention (no
       weight on padded source positions). Target padding goes at the end, where no
       real position can see it, so the decoder runs unmasked and keeps the fused
@@ -289,19 +300,14 @@ class RNNSeq2Seq(GenerativeModel):
         bidirectional_encoder=True,
         input_feeding=False,
         dropout=0.0,
+        tie_embeddings=False,
+        share_embeddings=False,
         **kwargs,
     ):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "rnn_seq2seq")
         _check_seq2seq_arguments(**config)
-        unit_variance = keras.initializers.RandomNormal(stddev=1.0)
-        source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=unit_variance, mask_zero=True, name="source_embedding"
-        )
-        # The decoder runs unmasked (its padding is trailing, see the class docstring).
-        target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=unit_variance, mask_zero=False, name="target_embedding"
-        )
+        source_embedding, target_embedding, head = self._embeddings_and_head(**config)
         encoder = recurrent_layer(cell, units, return_sequences=True, return_state=True, name="encoder")
         if bidirectional_encoder:
             encoder = keras.layers.Bidirectional(encoder, name="bidirectional_encoder")
@@ -314,21 +320,21 @@ class RNNSeq2Seq(GenerativeModel):
             decoder = recurrent_layer(cell, units, return_sequences=True, name="decoder")
             attention_layer = make_attention(attention, units) if attention else None
         combine = PositionwiseDense(units, name="attentional_state") if attention else None
-        head = PositionwiseDense(target_vocabulary_size, dtype="float32", name="logits")
 
         drop = keras.layers.Dropout(dropout, name="dropout")
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
-        annotations, *final_states = encoder(drop(source_embedding(encoder_ids)))
+        source_mask = ops.not_equal(encoder_ids, 0)
+        annotations, *final_states = encoder(drop(source_embedding(encoder_ids)), mask=source_mask)
         annotations = drop(annotations)
         initial_states = self._bridge(bridges, final_states)
         if input_feeding:
-            decoder_states, contexts, weights = decoder(drop(target_embedding(decoder_ids)), annotations, initial_states)
+            decoder_states, contexts, weights = decoder(drop(target_embedding(decoder_ids)), annotations, initial_states, source_mask)
             logits = self._attentional_logits(combine, head, contexts, drop(decoder_states))
         else:
             decoder_states = decoder(drop(target_embedding(decoder_ids)), initial_state=initial_states)
-            logits, weights = self._readout(attention_layer, combine, head, drop(decoder_states), annotations, None)
+            logits, weights = self._readout(attention_layer, combine, head, drop(decoder_states), annotations, source_mask)
         logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(decoder_ids, logits)
         inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
         super().__init__(inputs, logits, **kwargs)
@@ -339,6 +345,28 @@ class RNNSeq2Seq(GenerativeModel):
         self.decoder, self.attention_layer, self.combine, self.head = decoder, attention_layer, combine, head
         self._weights_model = None if weights is None else keras.Model(inputs, weights)
         self._config = config
+
+    @staticmethod
+    def _embeddings_and_head(source_vocabulary_size, target_vocabulary_size, embedding_dim, tie_embeddings, share_embeddings,
+                             **config):
+        """Source and target embeddings (one table when shared) and the logits layer (tied: their table).
+
+        No `mask_zero`: the encoder gets the source mask explicitly and the decoder runs
+        unmasked (its padding is trailing, see the class docstring), so one table can
+        serve both. Untied tables start at unit variance; a tied one is a `ScaledEmbedding`
+        (N(0, 1/D) times sqrt(D)), which enters at unit variance as well and gives
+        logits `s E^T` at the scale of `s`.
+        """
+        if tie_embeddings:
+            table = lambda size, name: ScaledEmbedding(size, embedding_dim, name=name)
+        else:
+            unit_variance = keras.initializers.RandomNormal(stddev=1.0)
+            table = lambda size, name: keras.layers.Embedding(size, embedding_dim, embeddings_initializer=unit_variance, name=name)
+        source = table(source_vocabulary_size, "source_embedding")
+        target = source if share_embeddings else table(target_vocabulary_size, "target_embedding")
+        head = TiedLogits(target, name="logits") if tie_embeddings else PositionwiseDense(
+            target_vocabulary_size, dtype="float32", name="logits")
+        return source, target, head
 
     @staticmethod
     def _bridge(bridges, final_states):

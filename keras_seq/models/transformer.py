@@ -21,6 +21,20 @@ def _check_sizes(owner, num_heads, hidden_dim, **sizes):
         v.fail(owner, "hidden_dim", f"a multiple of num_heads={num_heads}", hidden_dim)
 
 
+def _one_stack(owner, block_class, prefix, mask_zero, vocabulary_size, sequence_length, num_layers, hidden_dim, num_heads,
+               intermediate_dim, dropout, norm_first, positional, tie_embeddings):
+    """The checked parts of a one-stack model (the LM, the MLM): embedding, blocks, final norm, logits head."""
+    _check_sizes(owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
+                 num_layers=num_layers, intermediate_dim=intermediate_dim)
+    v.check_probability(owner, "dropout", dropout)
+    v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
+    embedding = TokenAndPositionEmbedding(
+        vocabulary_size, sequence_length, hidden_dim, positional=positional, mask_zero=mask_zero, name="token_embedding"
+    )
+    blocks, final_norm = _stack(block_class, prefix, num_layers, num_heads, intermediate_dim, dropout, norm_first)
+    return embedding, blocks, final_norm, _logits_head(embedding, tie_embeddings)
+
+
 def _stack(block_class, prefix, num_layers, num_heads, intermediate_dim, dropout, norm_first):
     """`num_layers` blocks, and the final LayerNorm a pre-norm stack needs (None for post-norm)."""
     blocks = [
@@ -95,34 +109,12 @@ class TransformerLM(GenerativeModel):
 
     _decoding_reads_cache_rows = True
 
-    def __init__(
-        self,
-        vocabulary_size,
-        sequence_length,
-        num_layers=4,
-        hidden_dim=256,
-        num_heads=4,
-        intermediate_dim=1024,
-        dropout=0.0,
-        norm_first=True,
-        positional="learned",
-        tie_embeddings=False,
-        **kwargs,
-    ):
+    def __init__(self, vocabulary_size, sequence_length, num_layers=4, hidden_dim=256, num_heads=4, intermediate_dim=1024,
+                 dropout=0.0, norm_first=True, positional="learned", tie_embeddings=False, **kwargs):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_lm")
-        owner = "transformer_lm"
-        _check_sizes(
-            owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
-            num_layers=num_layers, intermediate_dim=intermediate_dim,
-        )
-        v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
         # Unmasked self-attention (the padding mask rides on the logits, see the class docstring).
-        embedding = TokenAndPositionEmbedding(
-            vocabulary_size, sequence_length, hidden_dim, positional=positional, mask_zero=False, name="token_embedding"
-        )
-        blocks, final_norm = _stack(TransformerDecoderBlock, "decoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
-        head = _logits_head(embedding, tie_embeddings)
+        embedding, blocks, final_norm, head = _one_stack("transformer_lm", TransformerDecoderBlock, "decoder", False, **config)
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         logits = head(_stack_features(token_ids, embedding, blocks, final_norm, dropout))
@@ -356,34 +348,11 @@ class TransformerMLM(ConfigFromArguments, ArrayFeedModel):
         for language understanding", section 3.1.
     """
 
-    def __init__(
-        self,
-        vocabulary_size,
-        sequence_length,
-        num_layers=4,
-        hidden_dim=256,
-        num_heads=4,
-        intermediate_dim=1024,
-        dropout=0.1,
-        norm_first=True,
-        positional="learned",
-        tie_embeddings=False,
-        **kwargs,
-    ):
+    def __init__(self, vocabulary_size, sequence_length, num_layers=4, hidden_dim=256, num_heads=4, intermediate_dim=1024,
+                 dropout=0.1, norm_first=True, positional="learned", tie_embeddings=False, **kwargs):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_mlm")
-        owner = "transformer_mlm"
-        _check_sizes(
-            owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
-            num_layers=num_layers, intermediate_dim=intermediate_dim,
-        )
-        v.check_probability(owner, "dropout", dropout)
-        v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
-        embedding = TokenAndPositionEmbedding(
-            vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding"
-        )
-        blocks, final_norm = _stack(TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
-        head = _logits_head(embedding, tie_embeddings)
+        embedding, blocks, final_norm, head = _one_stack("transformer_mlm", TransformerEncoderBlock, "encoder", True, **config)
 
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         super().__init__(token_ids, head(_stack_features(token_ids, embedding, blocks, final_norm, dropout)), **kwargs)

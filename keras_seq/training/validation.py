@@ -6,6 +6,7 @@ import keras
 import numpy as np
 
 from keras_seq import _validation as v
+from keras_seq import _atomic as atomic
 
 
 class BestByValidation(keras.callbacks.Callback):
@@ -60,7 +61,7 @@ class BestByValidation(keras.callbacks.Callback):
         if self.best is None or self._better(value, self.best):
             self.best, self.best_weights, self.evaluations_without_gain = value, weights, 0
             if self.path:
-                self.model.save_weights(self.path)
+                self._save_best()
         else:
             self.evaluations_without_gain += 1
         if self.patience is not None and self.evaluations_without_gain >= self.patience:
@@ -69,6 +70,10 @@ class BestByValidation(keras.callbacks.Callback):
             shown = ", ".join(f"{name} {value:.4g}" for name, value in scores.items())
             print(f"validation: {shown} (best {self.monitor} {self.best:.4g}, {self.evaluations_without_gain} without gain)", flush=True)
         return scores
+
+    def _save_best(self):
+        with atomic.replaced_atomically(self.path) as path:  # a kill mid-write leaves the previous best
+            self.model.save_weights(path)
 
     def _better(self, value, than):
         return value > than if self.mode == "max" else value < than
@@ -94,7 +99,7 @@ class BestByValidation(keras.callbacks.Callback):
             if not self._better(self.best, value):
                 self.best, self.best_weights, self.chosen = value, average, f"average of {len(self._recent)}"
                 if self.path:
-                    self.model.save_weights(self.path)
+                    self._save_best()
             else:
                 self.model.set_weights(self.best_weights)
             if self.verbose:

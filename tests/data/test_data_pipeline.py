@@ -133,3 +133,26 @@ def test_batches_have_tf_data_autotuning_off():
     data = pipeline.padded_batches(examples(), 8, 40, lambda b: (b["source"], b["target"]))
     assert data.options().autotune.enabled is False
     assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # tf.data's default differs
+
+
+def test_variants_are_read_in_turn_by_epoch_in_the_same_order():
+    # Two encodings of the same 45 examples: the second block's target ids are shifted by 50,
+    # so each batch tells which block it came from; both blocks keep the example's lengths.
+    features = examples()
+    shifted = [[i + 50 for i in row] for row in features["target"]]
+    blocks = {"source": features["source"] * 2, "target": features["target"] + shifted}
+    one = batches_of(features, 8, longest(features), seed=4, epochs=3)
+    two = [(s.numpy(), t.numpy()) for s, t in pipeline.padded_batches(
+        blocks, 8, longest(features), lambda b: (b["source"], b["target"]), 4, 0, 3, variants=2)]
+    assert len(one) == len(two)
+    per_epoch = len(one) // 3
+    for index, ((a_source, a_target), (b_source, b_target)) in enumerate(zip(one, two)):
+        np.testing.assert_array_equal(a_source, b_source)  # same examples in the same order
+        block = (index // per_epoch) % 2
+        np.testing.assert_array_equal(np.where(a_target > 0, a_target + 50 * block, 0), b_target)
+
+
+def test_variants_must_split_the_rows_into_equal_blocks():
+    features = examples(count=45)
+    with pytest.raises(ValueError, match="variants"):
+        pipeline.padded_batches(features, 8, longest(features), lambda b: b, variants=2)

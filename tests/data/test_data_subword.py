@@ -90,3 +90,23 @@ def test_bad_input_raises_value_errors(corpus, tmp_path):
         SubwordVocabulary.load(tmp_path / "broken.model")
     with pytest.raises(ValueError, match="expected a readable .model file"):
         SubwordVocabulary.load(tmp_path / "missing.model")
+
+
+def test_sampled_splits_spell_the_same_text_and_repeat_with_their_seed(vocab, corpus):
+    # Subword regularization (Kudo, 2018) and BPE-dropout: each draw is a valid split of the same sentence.
+    sentences = corpus[:60] + UNSEEN
+    processor = reference(vocab)
+    alpha = 0.2
+    first = vocab.sample(sentences, alpha, seed=3, add_start=True, add_end=True).to_list()
+    assert first == vocab.sample(sentences, alpha, seed=3, add_start=True, add_end=True).to_list()
+    assert first != vocab.sample(sentences, alpha, seed=4, add_start=True, add_end=True).to_list()
+    best = vocab.encode(sentences).to_list()
+    assert sum(row[1:-1] != ids for row, ids in zip(first, best)) >= 10  # the draws leave the best split
+    for row, sentence in zip(first, sentences):
+        assert row[0] == text.START and row[-1] == text.END
+        assert processor.decode(row[1:-1]) == sentence
+
+
+def test_sample_rejects_an_alpha_outside_0_1(vocab):
+    with pytest.raises(ValueError, match="alpha"):
+        vocab.sample(["a"], 0.0, seed=0)

@@ -91,6 +91,33 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
 
 
 @pytest.mark.parametrize("input_feeding", [False, True])
+def test_three_way_tied_embeddings_are_one_table(rng, input_feeding):
+    """Press & Wolf (2017): logits = s E^T + b with E the (shared) embedding; cached decoding agrees."""
+    build = lambda **tying: ks.models.rnn_seq2seq(12, 12, embedding_dim=16, units=16, input_feeding=input_feeding, **tying)
+    tied, untied = build(tie_embeddings=True, share_embeddings=True), build()
+    assert tied.source_embedding is tied.target_embedding
+    assert tied.count_params() == untied.count_params() - 2 * 12 * 16  # no target table, no output kernel
+    inputs = {"encoder_inputs": rng.integers(3, 12, (3, 5)).astype("int32"), "decoder_inputs": rng.integers(3, 12, (3, 6)).astype("int32")}
+    inputs["encoder_inputs"][1, 3:] = 0
+    attentional = keras.Model(tied.inputs, tied.get_layer("attentional_state").output)
+    table = to_numpy(tied.source_embedding.embeddings)
+    expected = to_numpy(attentional(inputs)) @ table.T + to_numpy(tied.head.bias)
+    np.testing.assert_allclose(to_numpy(tied(inputs)), expected, rtol=1e-4, atol=1e-4)
+    source = inputs["encoder_inputs"]
+    np.testing.assert_array_equal(to_numpy(tied.generate(source, 6)), uncached_greedy(tied, source, 5))
+    loaded = type(tied).from_config(tied.get_config())
+    loaded.set_weights(tied.get_weights())
+    np.testing.assert_allclose(to_numpy(loaded(inputs)), to_numpy(tied(inputs)), rtol=1e-5, atol=1e-5)
+
+
+def test_tying_needs_matching_sizes():
+    with pytest.raises(ValueError, match=r"rnn_seq2seq.*tie_embeddings.*units == embedding_dim.*units=32"):
+        ks.models.rnn_seq2seq(12, 12, embedding_dim=16, units=32, tie_embeddings=True)
+    with pytest.raises(ValueError, match=r"rnn_seq2seq.*share_embeddings.*equal source and target.*12 and 10"):
+        ks.models.rnn_seq2seq(12, 10, embedding_dim=16, units=16, share_embeddings=True)
+
+
+@pytest.mark.parametrize("input_feeding", [False, True])
 def test_dropout_acts_in_training_only(rng, input_feeding):
     """With `dropout`, training outputs change; evaluation and `generate` equal the same weights without it."""
     build = lambda rate: ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, input_feeding=input_feeding, dropout=rate)

@@ -119,6 +119,18 @@ def test_resume_without_a_checkpoint(capsys, data_dir, tmp_path):
     assert "--resume: expected a checkpoint" in line and str(tmp_path / "empty") in line
 
 
+def test_resume_when_no_checkpoint_is_complete(capsys, data_dir, tmp_path):
+    (tmp_path / "run" / "checkpoint").mkdir(parents=True)  # a folder that never got its state.json
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "run", "transformer", 1, "--resume"))
+    assert "--resume: expected a complete checkpoint in" in line and "checkpoint/: incomplete" in line
+
+
+def test_an_output_dir_that_cannot_be_written_ends_before_training(capsys, data_dir, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "file" / "out", "transformer", 1))
+    assert f"--output-dir: expected a folder this process can write, got {tmp_path / 'file' / 'out'}" in line
+
+
 def test_unseen_valid_label(capsys, data_dir, tmp_path, bad_file):
     path = bad_file("positive\tGood.\nneutral\tIt was a film.\n")
     line = error_line(capsys, "classify", replaced(classify_argv(data_dir, tmp_path / "out"), "--valid", path))
@@ -147,7 +159,7 @@ def test_input_feeding_without_attention(capsys, data_dir, tmp_path):
 def test_unknown_tfds_name(capsys, tmp_path):
     line = error_line(capsys, "classify", ["--tfds", "no_such_set_anywhere", "--output-dir", tmp_path / "out"])
     assert "--tfds no_such_set_anywhere: no TensorFlow Datasets set of that name" in line
-    assert not (tmp_path / "out" / "checkpoint.keras").exists()
+    assert not (tmp_path / "out" / "checkpoint/model.keras").exists()
 
 
 def test_tfds_set_that_cannot_be_downloaded(capsys, tmp_path, monkeypatch):
@@ -161,13 +173,15 @@ def test_tfds_set_that_cannot_be_downloaded(capsys, tmp_path, monkeypatch):
     line = error_line(capsys, "classify", argv)
     assert "--tfds imdb_reviews: could not download and prepare it (ConnectionError: Failed to resolve" in line
     assert "--tfds-data-dir" in line and "--train/--valid" in line
-    assert not (tmp_path / "out" / "checkpoint.keras").exists()
+    assert not (tmp_path / "out" / "checkpoint/model.keras").exists()
 
 
 @pytest.mark.parametrize(
     "flag, value, message",
     [("--vocab-size", 0, "--vocab-size: expected a positive integer"), ("--patience", 0, "--patience: expected a positive integer"),
-     ("--average-last", -1, "--average-last: expected a positive integer"), ("--validate-every", 0, "--validate-every: expected")],
+     ("--average-last", -1, "--average-last: expected a positive integer"), ("--validate-every", 0, "--validate-every: expected"),
+     ("--max-nan", 0, "--max-nan: expected a positive integer"), ("--checkpoint-every", 0, "--checkpoint-every: expected a number > 0"),
+     ("--subword-sampling", 1.5, "--subword-sampling: expected a number in (0, 1] with --vocabulary subword, got 1.5")],
 )
 def test_bad_translate_values(capsys, data_dir, tmp_path, flag, value, message):
     line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "transformer", 1, flag, value))

@@ -67,3 +67,37 @@ def test_exports_reproduce_the_predictions_without_keras_seq(
     _, tag_rows = read_tsv(tag_run.path("predictions.tsv"))
     # One tag per token, of the first 8 (--max-length) tokens.
     assert [len(a.split()) for a in answers["tag"]] == [min(len(r[0].split()), 8) for r in tag_rows]
+
+
+# Odd inputs through each translator export, in a process with TensorFlow alone: one string out per
+# string in, at most the export's length, for every batch size from empty to 1,000.
+ODD = """
+import json, sys, time
+import tensorflow as tf
+import tensorflow_text
+
+odd = [
+    b"", b"    ", " ".join(["word"] * 2000).encode(), "日本語のテキストです".encode(), "Save 💾 now 🎉".encode(),
+    b"a\\x00b\\x07c\\x1bd", "שלום עולם مرحبا".encode(), b"line one\\nline\\ttwo", b"\\xff\\xfe bad \\xc3\\x28",
+]
+answers = {}
+for name, path in json.loads(sys.argv[1]).items():
+    translate = tf.saved_model.load(path).signatures["translate"]
+    one = lambda batch: list(translate(sentences=tf.constant(batch, tf.string)).values())[0].numpy()
+    singles = [one([s]) for s in odd]
+    batches = {size: len(one([b"Open the file."] * size)) for size in (0, 1, 7, 1000)}
+    answers[name] = {"singles": [[len(out), len(out[0].split())] for out in singles], "batches": batches,
+                     "together": len(one(odd))}
+print(json.dumps(answers))
+"""
+
+
+def test_translator_exports_answer_any_string(translate_transformer, translate_rnn_attention, translate_subword):
+    runs = {"word": translate_transformer, "rnn-attention": translate_rnn_attention, "subword": translate_subword}
+    answers = json.loads(run_python(ODD, json.dumps({n: r.path("export") for n, r in runs.items()})).strip().splitlines()[-1])
+    for name, run in runs.items():
+        limit = json.loads(open(run.path("export_config.json"), encoding="utf-8").read())["max_length"]
+        assert answers[name]["batches"] == {"0": 0, "1": 1, "7": 7, "1000": 1000}, name
+        assert answers[name]["together"] == 9, name
+        for rows, words in answers[name]["singles"]:
+            assert rows == 1 and words <= limit, name  # one output each, never longer than the decoder's length

@@ -18,7 +18,7 @@ def check_common_outputs(run, epochs=1):
     metrics = read_json(run.path("metrics.json"))
     assert metrics == pytest.approx(run.metrics)
     assert metrics["epochs"] == epochs and metrics["backend"] == BACKEND
-    for name in ("model.keras", "checkpoint.keras", "training_curves.png"):
+    for name in ("model.keras", "checkpoint/model.keras", "training_curves.png"):
         assert os.path.getsize(run.path(name)) > 0, name
     return metrics
 
@@ -35,7 +35,7 @@ def test_classify(classify_run, data_dir):
     labels = [label for label, _ in valid]
     assert metrics["majority_baseline"] == pytest.approx(max(labels.count("negative"), labels.count("positive")) / 12)
     # The export's accuracy is that of the weights kept by validation (one epoch: its own).
-    history = read_json(classify_run.path("checkpoint.json"))["history"]
+    history = read_json(classify_run.path("checkpoint/state.json"))["history"]
     assert metrics["best_validation_accuracy"] == pytest.approx(history["val_accuracy"][-1])
     assert metrics["accuracy"] == pytest.approx(metrics["best_validation_accuracy"]) and metrics["weights"] == "best"
     config = read_json(classify_run.path("export_config.json"))
@@ -56,7 +56,7 @@ def test_tag(tag_run, data_dir):
     assert type(metrics["accuracy"]) is float
     assert metrics["accuracy"] == pytest.approx(np.mean([p == r for p, r in pairs]))
     assert metrics["sentence_accuracy"] == pytest.approx(np.mean([r[1] == r[2] for r in rows]))
-    history = read_json(tag_run.path("checkpoint.json"))["history"]
+    history = read_json(tag_run.path("checkpoint/state.json"))["history"]
     assert metrics["best_validation_accuracy"] == pytest.approx(history["val_accuracy"][-1]) and metrics["weights"] == "best"
     # The export never gives the padding tag, which validation's argmax may count against a token.
     assert metrics["accuracy"] >= metrics["best_validation_accuracy"] - 1e-6
@@ -68,7 +68,7 @@ def test_lm(lm_run, data_dir):
     metrics = check_common_outputs(lm_run)
     assert type(metrics["perplexity"]) is float
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["valid_loss"]))
-    history = read_json(lm_run.path("checkpoint.json"))["history"]
+    history = read_json(lm_run.path("checkpoint/state.json"))["history"]
     # Validation's perplexity (the kept weights', one epoch: its own) is the reported one.
     assert history["val_perplexity"][-1] == pytest.approx(metrics["perplexity"], rel=1e-6) and metrics["weights"] == "best"
     # ... and it is exp of the mean loss over the real (unpadded) valid tokens.

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 
 import keras
 import numpy as np
@@ -17,6 +18,8 @@ from recipe_runs import (
     run_recipe,
     translate_argv,
 )
+
+from recipes import checkpoints
 
 STEPS = RNN_TRAIN // TRANSLATE_BATCH  # one bucket: this many batches per epoch of the rnn-attention runs
 TIMING = ("train_seconds", "export_seconds", "translate_seconds", "total_seconds")
@@ -49,14 +52,14 @@ def assert_same_metrics(got, expected, rel):
 def interrupted(data_dir, tmp_path_factory):
     """A two-epoch rnn-attention run stopped right after its first checkpoint (as a kill would stop it)."""
     output = tmp_path_factory.mktemp("interrupted")
-    save = common.EpochCheckpoint.on_epoch_end
+    save = checkpoints.RunCheckpoint.on_epoch_end
 
     def save_then_stop(self, epoch, logs=None):
         save(self, epoch, logs)
         self.model.stop_training = True
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(common.EpochCheckpoint, "on_epoch_end", save_then_stop)
+        patch.setattr(checkpoints.RunCheckpoint, "on_epoch_end", save_then_stop)
         return run_recipe("translate", output, translate_argv(data_dir, output, "rnn-attention", 2))
 
 
@@ -76,7 +79,7 @@ def uninterrupted(data_dir, tmp_path_factory):
 
 
 def test_resume_continues_epochs_history_and_optimizer(interrupted, resumed):
-    first, state = read_json(interrupted.path("checkpoint.json")), read_json(resumed.path("checkpoint.json"))
+    first, state = read_json(interrupted.path("checkpoint/state.json")), read_json(resumed.path("checkpoint/state.json"))
     assert first["epoch"] == 1 and state["epoch"] == 2
     assert sorted(state["history"]) == sorted(first["history"]) == [
         "loss", "masked_accuracy", "val_bleu", "val_chrf", "val_loss", "val_masked_accuracy"]
@@ -84,26 +87,58 @@ def test_resume_continues_epochs_history_and_optimizer(interrupted, resumed):
         assert len(values) == 2, key
         assert values[0] == first["history"][key][0], key  # the first epoch's figures carried over
     assert read_json(resumed.path("metrics.json"))["epochs"] == resumed.metrics["epochs"] == 2
-    assert iterations(interrupted.path("checkpoint.keras")) == STEPS
-    assert iterations(resumed.path("checkpoint.keras")) == 2 * STEPS
+    assert iterations(interrupted.path("checkpoint/model.keras")) == STEPS
+    assert iterations(resumed.path("checkpoint/model.keras")) == 2 * STEPS
 
 
 def test_resume_ends_where_an_uninterrupted_run_ends(resumed, uninterrupted):
     for got, expected in zip(weights(resumed.path("model.keras")), weights(uninterrupted.path("model.keras")), strict=True):
         np.testing.assert_allclose(got, expected, atol=1e-5)
-    history, expected = read_json(resumed.path("checkpoint.json"))["history"], read_json(uninterrupted.path("checkpoint.json"))["history"]
+    history, expected = read_json(resumed.path("checkpoint/state.json"))["history"], read_json(uninterrupted.path("checkpoint/state.json"))["history"]
     assert history == {k: pytest.approx(v, rel=1e-5) for k, v in expected.items()}
     # So are the translations of the two runs.
     assert read_tsv(resumed.path("predictions.tsv")) == read_tsv(uninterrupted.path("predictions.tsv"))
     assert_same_metrics(resumed.metrics, uninterrupted.metrics, rel=1e-5)
 
 
+@pytest.fixture(scope="module")
+def signalled(data_dir, tmp_path_factory):
+    """A two-epoch rnn-attention run sent SIGTERM after its second batch (mid-epoch), then resumed."""
+    output = tmp_path_factory.mktemp("signalled")
+    argv = translate_argv(data_dir, output, "rnn-attention", 2)
+    after_batch = checkpoints.RunCheckpoint.on_train_batch_end
+
+    def signal_after_two_batches(self, batch, logs=None):
+        if self.budget.spent_steps == 2 and self._signal is None:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled here, before the next line runs
+        after_batch(self, batch, logs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoints.RunCheckpoint, "on_train_batch_end", signal_after_two_batches)
+        with pytest.raises(SystemExit) as stopped:
+            recipe_main("translate", argv)
+    state = read_json(os.path.join(output, "checkpoint", "state.json"))
+    return stopped.value.code, state, run_recipe("translate", output, argv + ["--resume"])
+
+
+def test_sigterm_saves_mid_epoch_and_resume_takes_the_same_steps(signalled, uninterrupted):
+    code, state, resumed = signalled
+    assert code == 143
+    assert (state["epoch"], state["batch"], state["steps"]) == (0, 2, 2)
+    # The resumed run saw the rest of epoch 0 and all of epoch 1: as many steps as the run that never stopped,
+    # on the same batches in the same order, so its last weights are the same.
+    assert iterations(resumed.path("checkpoint/model.keras")) == iterations(uninterrupted.path("checkpoint/model.keras")) == 2 * STEPS
+    for got, expected in zip(weights(resumed.path("checkpoint/model.keras")), weights(uninterrupted.path("checkpoint/model.keras")), strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
 def test_max_seconds_stops_after_the_first_batch(tfds_classify_stopped):
     run = tfds_classify_stopped  # --epochs 2 of 16 examples in batches of 4, --max-seconds 0.001
     assert read_json(run.path("metrics.json"))["epochs"] == run.metrics["epochs"] == 1
-    state = read_json(run.path("checkpoint.json"))
-    assert state["epoch"] == 1 and all(len(values) == 1 for values in state["history"].values())
-    assert iterations(run.path("checkpoint.keras")) == 1  # of the 4 batches of the epoch, only the first ran
+    state = read_json(run.path("checkpoint/state.json"))
+    # The data position: epoch 0 (counting from 0), after its first batch; the partial epoch's figures are in the history.
+    assert (state["epoch"], state["batch"], state["steps"]) == (0, 1, 1) and all(len(values) == 1 for values in state["history"].values())
+    assert iterations(run.path("checkpoint/model.keras")) == 1  # of the 4 batches of the epoch, only the first ran
     _, rows = read_tsv(run.path("predictions.tsv"))  # the run still ends with its outputs
     assert len(rows) == run.metrics["valid_examples"] == 16
     assert os.path.getsize(run.path("model.keras")) > 0 and os.path.isdir(run.path("export"))

@@ -40,7 +40,7 @@ def test_metrics_are_recomputed_from_predictions(run, data_dir):
     assert metrics["backend"] == BACKEND
     assert metrics["model"] == run.argv[run.argv.index("--model") + 1]
     assert metrics["valid_examples"] == 12
-    state = read_json(run.path("checkpoint.json"))
+    state = read_json(run.path("checkpoint/state.json"))
     assert metrics["valid_loss"] == pytest.approx(state["history"]["val_loss"][-1])
     assert metrics["valid_token_accuracy"] == pytest.approx(state["history"]["val_masked_accuracy"][-1])
 
@@ -58,14 +58,14 @@ def test_predictions_follow_the_valid_file(run, data_dir):
 
 
 def test_output_files(run):
-    for name in ("model.keras", "checkpoint.keras", "vocabularies.json", "export_config.json"):
+    for name in ("model.keras", "checkpoint/model.keras", "vocabularies.json", "export_config.json"):
         assert os.path.getsize(run.path(name)) > 0, name
     assert os.path.isfile(run.path("export", "saved_model.pb"))
     assert glob.glob(run.path("export", "variables", "variables.data-*"))
     for name in ("training_curves.png", "sinusoidal_encoding.png"):
         assert is_png(run.path(name)), name
     assert is_png(run.path("attention.png"))  # Bahdanau weights, or the Transformer's cross-attention
-    state = read_json(run.path("checkpoint.json"))
+    state = read_json(run.path("checkpoint/state.json"))
     assert state["epoch"] == 1
     assert sorted(state["history"]) == ["loss", "masked_accuracy", "val_bleu", "val_chrf", "val_loss", "val_masked_accuracy"]
     assert all(len(values) == 1 for values in state["history"].values())
@@ -115,11 +115,12 @@ def test_subword_run_ships_its_sentencepiece_model_and_ties_three_ways(translate
     assert model.source_embedding is model.target_embedding
     metrics = read_json(translate_subword.path("metrics.json"))
     assert metrics["vocabulary"] == "subword (unigram, joint)" and metrics["vocabulary_size"] == len(joint)
+    assert metrics["subword_sampling"] == 0.0
     header, rows = read_tsv(translate_subword.path("predictions.tsv"))
     predictions, sources = [r[2] for r in rows], [r[0] for r in rows]
     assert metrics["copy_rate"] == ks.metrics.copy_rate(sources, predictions)[0]
     assert metrics["bleu_lowercase"] == pytest.approx(ks.metrics.corpus_bleu(predictions, [r[1] for r in rows], lowercase=True))
-    state = read_json(translate_subword.path("checkpoint.json"))
+    state = read_json(translate_subword.path("checkpoint/state.json"))
     assert metrics["best_validation_bleu"] == pytest.approx(max(state["history"]["val_bleu"]))
     assert all(metrics[k] >= 0 for k in ("train_seconds", "export_seconds", "translate_seconds"))
 
@@ -143,3 +144,28 @@ def test_the_budget_flags(recipe, argv, budget, tmp_path):
     args = RECIPES[recipe].parse(argv + ["--output-dir", str(tmp_path)])
     common.check_arguments(args)
     assert (args.epochs, args.max_seconds) == budget
+
+
+def test_sampled_splits_keep_each_pair_in_its_bucket_so_every_epoch_has_the_same_batches():
+    import tensorflow as tf
+
+    from keras_seq.data import phrasebook, pipeline
+    from keras_seq.data.subword import SubwordVocabulary
+    from recipes.translate import sampled_splits, training_ids
+
+    pairs, _ = phrasebook.english_french_pairs(size=300, valid_size=10)
+    joint = SubwordVocabulary.train([s for p in pairs for s in p], 300)
+    vocab = {"source": joint, "target": joint}
+    source, target, kept, _ = training_ids(pairs, vocab, 64)
+    drawn_source, drawn_target = sampled_splits((source, target), kept, vocab, alpha=0.1, seed=1, splits=3)
+    n = len(kept)
+    assert drawn_source.nrows() == drawn_target.nrows() == 3 * n
+    longest = int(tf.reduce_max(tf.concat([source.row_lengths(), target.row_lengths()], 0)))
+    features = {"source": drawn_source, "target": drawn_target}
+    counts = [pipeline.count_batches(pipeline.padded_batches(features, 8, longest, lambda b: b, 0, e, e + 1, variants=3))
+              for e in range(3)]
+    best = pipeline.count_batches(pipeline.padded_batches({"source": source, "target": target}, 8, longest, lambda b: b))
+    assert counts == [best] * 3
+    block = drawn_target.to_list()[n : 2 * n]
+    assert sum(row != ids for row, ids in zip(block, target.to_list())) > n // 4  # most pairs drawn anew
+    assert [joint.decode([row]).numpy()[0].decode() for row in block[:20]] == [t for _, t in kept[:20]]
