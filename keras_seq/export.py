@@ -30,9 +30,26 @@ from keras_seq import _atomic as atomic
 RUN_CONFIG = "export_config.json"
 
 
-def _require_tensorflow_backend(owner):
+def _serving_module(owner, model, **vocabularies):
+    """A `tf.Module` holding `model` and each vocabulary's lookup table under the given name."""
     if keras.backend.backend() != "tensorflow":
         v.fail(owner, "backend", "the TensorFlow backend (or use export_run, which starts one)", keras.backend.backend())
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.model = model
+    for name, vocabulary in vocabularies.items():
+        setattr(module, name, vocabulary.lookup_table())
+    return module
+
+
+def _save(module, path, function):
+    """Save `module` with `function` as its named signature and the serving default."""
+    import tensorflow as tf
+
+    name = function.__name__
+    setattr(module, name, function)
+    tf.saved_model.save(module, path, signatures={name: function, "serving_default": function})
 
 
 def export_translator(model, source_vocabulary, target_vocabulary, path, source_length, max_length, num_beams=4, length_penalty=0.6):
@@ -48,11 +65,7 @@ def export_translator(model, source_vocabulary, target_vocabulary, path, source_
     from keras_seq import decoding
     from keras_seq.data import text
 
-    _require_tensorflow_backend("export_translator")
-    module = tf.Module()
-    module.model = model
-    module.source_table = source_vocabulary.lookup_table()
-    module.target_table = target_vocabulary.lookup_table()
+    module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def translate(sentences):
@@ -64,18 +77,14 @@ def export_translator(model, source_vocabulary, target_vocabulary, path, source_
         )
         return target_vocabulary.decode(best[:, 0], table=module.target_table)
 
-    module.translate = translate
-    tf.saved_model.save(module, path, signatures={"translate": translate, "serving_default": translate})
+    _save(module, path, translate)
 
 
 def export_classifier(model, vocabulary, labels, path, sequence_length):
     """Write a SavedModel whose `classify(strings (B,))` returns `{"label": (B,) strings, "probabilities": (B, C)}`."""
     import tensorflow as tf
 
-    _require_tensorflow_backend("export_classifier")
-    module = tf.Module()
-    module.model = model
-    module.table = vocabulary.lookup_table()
+    module = _serving_module("export_classifier", model, table=vocabulary)
     label_names = tf.constant(list(labels))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
@@ -84,8 +93,7 @@ def export_classifier(model, vocabulary, labels, path, sequence_length):
         probabilities = tf.nn.softmax(tf.cast(module.model(ids, training=False), tf.float32), axis=-1)
         return {"label": tf.gather(label_names, tf.argmax(probabilities, axis=-1)), "probabilities": probabilities}
 
-    module.classify = classify
-    tf.saved_model.save(module, path, signatures={"classify": classify, "serving_default": classify})
+    _save(module, path, classify)
 
 
 def export_tagger(model, vocabulary, tags, path, sequence_length):
@@ -96,10 +104,7 @@ def export_tagger(model, vocabulary, tags, path, sequence_length):
     """
     import tensorflow as tf
 
-    _require_tensorflow_backend("export_tagger")
-    module = tf.Module()
-    module.model = model
-    module.table = vocabulary.lookup_table()
+    module = _serving_module("export_tagger", model, table=vocabulary)
     tag_names = tf.constant(list(tags))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
@@ -108,8 +113,7 @@ def export_tagger(model, vocabulary, tags, path, sequence_length):
         predicted = tf.gather(tag_names, tf.argmax(module.model(ids, training=False)[..., 1:], axis=-1) + 1)
         return tf.strings.reduce_join(tf.ragged.boolean_mask(predicted, ids > 0), axis=-1, separator=" ")
 
-    module.tag = tag
-    tf.saved_model.save(module, path, signatures={"tag": tag, "serving_default": tag})
+    _save(module, path, tag)
 
 
 def export_language_model(model, vocabulary, path, max_length):
@@ -124,10 +128,7 @@ def export_language_model(model, vocabulary, path, max_length):
     from keras_seq import decoding
     from keras_seq.data import text
 
-    _require_tensorflow_backend("export_language_model")
-    module = tf.Module()
-    module.model = model
-    module.table = vocabulary.lookup_table()
+    module = _serving_module("export_language_model", model, table=vocabulary)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
     def generate(prompts):
@@ -138,8 +139,7 @@ def export_language_model(model, vocabulary, path, max_length):
         ids = tf.concat([first[:, None], ids[:, 1:]], axis=1)
         return vocabulary.decode(decoding.greedy_ragged_prompts(module.model, ids, tf.maximum(lengths, 1)))
 
-    module.generate = generate
-    tf.saved_model.save(module, path, signatures={"generate": generate, "serving_default": generate})
+    _save(module, path, generate)
 
 
 KINDS = ("translate", "classify", "tag", "lm")

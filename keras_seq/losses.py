@@ -168,9 +168,5 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         return losses
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "epsilon": self.epsilon,
-            "from_logits": self.from_logits,
-            "ignore_index": self.ignore_index,
-        }
+        own = {"epsilon": self.epsilon, "from_logits": self.from_logits, "ignore_index": self.ignore_index}
+        return {**super().get_config(), **own}

@@ -316,11 +316,20 @@ def evaluated(valid, name, of_logs):
 
 
 def _weights_in(model, path):
-    """The weights saved at `path` as `get_weights()` arrays, leaving `model`'s own unchanged."""
+    """The weights saved at `path` as `get_weights()` arrays, leaving `model`'s weights and optimizer state unchanged.
+
+    `load_weights` also loads the optimizer state saved with the weights (its step count and
+    moments at the best validation), so that state is put back too: a resumed run goes on
+    from the checkpoint's step, not the best validation's.
+    """
     current = model.get_weights()
+    optimizer_variables = list(model.optimizer.variables) if model.optimizer is not None else []
+    optimizer_state = [keras.ops.convert_to_numpy(variable) for variable in optimizer_variables]
     model.load_weights(path)
     weights = model.get_weights()
     model.set_weights(current)
+    for variable, value in zip(optimizer_variables, optimizer_state, strict=True):
+        variable.assign(value)
     return weights
 
 

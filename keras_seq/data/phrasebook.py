@@ -10,108 +10,27 @@ carries its universal part-of-speech tags, and a second generator writes short
 reviews whose sentiment hinges on negation and `but`.
 """
 
+import json
+from importlib import resources
+
 import numpy as np
 
-# Persons are indexed 0-5: je, tu, il/elle, nous, vous, ils/elles.
-_PRONOUNS = (("I", "je", 0), ("you", "tu", 1), ("he", "il", 2), ("she", "elle", 2), ("we", "nous", 3), ("they", "ils", 5))
 
-# (English, French, gender, English plural, French plural)
-_PEOPLE = (
-    ("boy", "garçon", "m", "boys", "garçons"),
-    ("girl", "fille", "f", "girls", "filles"),
-    ("teacher", "professeur", "m", "teachers", "professeurs"),
-    ("woman", "femme", "f", "women", "femmes"),
-    ("man", "homme", "m", "men", "hommes"),
-    ("child", "enfant", "m", "children", "enfants"),
-    ("friend", "ami", "m", "friends", "amis"),
-    ("sister", "sœur", "f", "sisters", "sœurs"),
-    ("brother", "frère", "m", "brothers", "frères"),
-    ("mother", "mère", "f", "mothers", "mères"),
-    ("father", "père", "m", "fathers", "pères"),
-    ("neighbour", "voisin", "m", "neighbours", "voisins"),
-)
+def _tuples(value):
+    """JSON lists as the nested tuples the generators index and compare."""
+    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
 
-# (English, French, gender, English plural, French plural, kinds of verbs that take it)
-_THINGS = (
-    ("cat", "chat", "m", "cats", "chats", "animal"),
-    ("dog", "chien", "m", "dogs", "chiens", "animal"),
-    ("bird", "oiseau", "m", "birds", "oiseaux", "animal"),
-    ("horse", "cheval", "m", "horses", "chevaux", "animal"),
-    ("fish", "poisson", "m", "fish", "poissons", "animal food"),
-    ("house", "maison", "f", "houses", "maisons", "place"),
-    ("car", "voiture", "f", "cars", "voitures", "object"),
-    ("book", "livre", "m", "books", "livres", "object read open"),
-    ("letter", "lettre", "f", "letters", "lettres", "object read open"),
-    ("newspaper", "journal", "m", "newspapers", "journaux", "object read"),
-    ("apple", "pomme", "f", "apples", "pommes", "food"),
-    ("cake", "gâteau", "m", "cakes", "gâteaux", "food"),
-    ("orange", "orange", "f", "oranges", "oranges", "food"),
-    ("door", "porte", "f", "doors", "portes", "object open"),
-    ("window", "fenêtre", "f", "windows", "fenêtres", "object open"),
-    ("table", "table", "f", "tables", "tables", "object"),
-    ("chair", "chaise", "f", "chairs", "chaises", "object"),
-    ("box", "boîte", "f", "boxes", "boîtes", "object open"),
-    ("key", "clé", "f", "keys", "clés", "object"),
-    ("hat", "chapeau", "m", "hats", "chapeaux", "object"),
-    ("shoe", "chaussure", "f", "shoes", "chaussures", "object"),
-    ("toy", "jouet", "m", "toys", "jouets", "object"),
-    ("flower", "fleur", "f", "flowers", "fleurs", "object"),
-    ("tree", "arbre", "m", "trees", "arbres", "place"),
-    ("cup", "tasse", "f", "cups", "tasses", "object"),
-    ("bike", "vélo", "m", "bikes", "vélos", "object"),
-)
 
-# (English, French forms m.sg f.sg m.pl f.pl, placed before the noun in French)
-_ADJECTIVES = (
-    ("small", ("petit", "petite", "petits", "petites"), True),
-    ("big", ("grand", "grande", "grands", "grandes"), True),
-    ("pretty", ("joli", "jolie", "jolis", "jolies"), True),
-    ("red", ("rouge", "rouge", "rouges", "rouges"), False),
-    ("black", ("noir", "noire", "noirs", "noires"), False),
-    ("white", ("blanc", "blanche", "blancs", "blanches"), False),
-    ("green", ("vert", "verte", "verts", "vertes"), False),
-    ("blue", ("bleu", "bleue", "bleus", "bleues"), False),
-)
-
-# (English base, English third person singular, French forms by person, kinds of objects)
-_VERBS = (
-    ("see", "sees", ("vois", "vois", "voit", "voyons", "voyez", "voient"), "animal place object food"),
-    ("like", "likes", ("aime", "aimes", "aime", "aimons", "aimez", "aiment"), "animal place object food"),
-    ("want", "wants", ("veux", "veux", "veut", "voulons", "voulez", "veulent"), "animal place object food"),
-    ("have", "has", ("ai", "as", "a", "avons", "avez", "ont"), "animal place object food"),
-    ("find", "finds", ("trouve", "trouves", "trouve", "trouvons", "trouvez", "trouvent"), "animal object"),
-    ("take", "takes", ("prends", "prends", "prend", "prenons", "prenez", "prennent"), "object food"),
-    ("eat", "eats", ("mange", "manges", "mange", "mangeons", "mangez", "mangent"), "food"),
-    ("read", "reads", ("lis", "lis", "lit", "lisons", "lisez", "lisent"), "read"),
-    ("buy", "buys", ("achète", "achètes", "achète", "achetons", "achetez", "achètent"), "animal place object food"),
-    ("open", "opens", ("ouvre", "ouvres", "ouvre", "ouvrons", "ouvrez", "ouvrent"), "open"),
-    ("wash", "washes", ("lave", "laves", "lave", "lavons", "lavez", "lavent"), "animal object"),
-    ("draw", "draws", ("dessine", "dessines", "dessine", "dessinons", "dessinez", "dessinent"), "animal place object food"),
-)
-
-# (English words and tags, French) of an optional adverbial at the end of the sentence.
-_ADVERBIALS = (
-    ((("in", "ADP"), ("the", "DET"), ("garden", "NOUN")), "dans le jardin"),
-    ((("in", "ADP"), ("the", "DET"), ("kitchen", "NOUN")), "dans la cuisine"),
-    ((("in", "ADP"), ("the", "DET"), ("park", "NOUN")), "dans le parc"),
-    ((("in", "ADP"), ("the", "DET"), ("street", "NOUN")), "dans la rue"),
-    ((("near", "ADP"), ("the", "DET"), ("river", "NOUN")), "près de la rivière"),
-    ((("at", "ADP"), ("school", "NOUN")), "à le école"),
-    ((("at", "ADP"), ("home", "NOUN")), "à la maison"),
-    ((("today", "ADV"),), "aujourd'hui"),
-    ((("every", "DET"), ("day", "NOUN")), "tous les jours"),
-    ((("this", "DET"), ("evening", "NOUN")), "ce soir"),
-)
-
-# English determiner -> French (m.sg, f.sg, plural); "a" has the English plural "" (bare plural).
-_DETERMINERS = (
-    ("the", "the", ("le", "la", "les")),
-    ("my", "my", ("mon", "ma", "mes")),
-    ("your", "your", ("ton", "ta", "tes")),
-    ("his", "his", ("son", "sa", "ses")),
-    ("her", "her", ("son", "sa", "ses")),
-    ("a", "", ("un", "une", "des")),
-)
+# The lexicon, one table per word class (phrasebook_lexicon.json; each row's fields):
+# pronouns (English, French, person 0-5 for je, tu, il/elle, nous, vous, ils/elles);
+# people (English, French, gender, English plural, French plural); things (the same and the
+# kinds of verbs that take it); adjectives (English, French m.sg f.sg m.pl f.pl, placed before the
+# noun in French); verbs (English base, third person singular, French forms by person, kinds of
+# objects); adverbials ((English word, tag) pairs, French); determiners (English, English plural,
+# French m.sg f.sg plural; "a" has the bare plural "").
+_LEXICON = json.loads(resources.files(__package__).joinpath("phrasebook_lexicon.json").read_text(encoding="utf-8"))
+_PRONOUNS, _PEOPLE, _THINGS, _ADJECTIVES, _VERBS, _ADVERBIALS, _DETERMINERS = (
+    _tuples(_LEXICON[name]) for name in ("pronouns", "people", "things", "adjectives", "verbs", "adverbials", "determiners"))
 
 _VOWELS = tuple("aeiouhéèêâîôû")
 

@@ -186,17 +186,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         start_index: position of the first id (int or scalar tensor).
     """
 
-    def __init__(
-        self,
-        vocabulary_size,
-        sequence_length,
-        embedding_dim,
-        positional="sinusoidal",
-        mask_zero=True,
-        scale_embeddings=True,
-        embeddings_initializer="uniform",
-        **kwargs,
-    ):
+    def __init__(self, vocabulary_size, sequence_length, embedding_dim, positional="sinusoidal", mask_zero=True,
+                 scale_embeddings=True, embeddings_initializer="uniform", **kwargs):
         super().__init__(**kwargs)
         owner = v.owner_name(self)
         self.vocabulary_size = v.check_positive_int(owner, "vocabulary_size", vocabulary_size)

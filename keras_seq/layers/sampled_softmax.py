@@ -112,17 +112,8 @@ class SampledSoftmax(keras.layers.Layer):
         probabilistic language model".
     """
 
-    def __init__(
-        self,
-        vocabulary_size,
-        num_sampled,
-        sampler="log_uniform",
-        ignore_index=None,
-        seed=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        **kwargs,
-    ):
+    def __init__(self, vocabulary_size, num_sampled, sampler="log_uniform", ignore_index=None, seed=None,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         owner = v.owner_name(self)
         self.vocabulary_size = v.check_positive_int(owner, "vocabulary_size", vocabulary_size)

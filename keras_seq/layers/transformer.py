@@ -225,18 +225,8 @@ class TransformerDecoderBlock(_TransformerBlock):
             )
         self._build_feed_forward(x_shape)
 
-    def call(
-        self,
-        x,
-        encoder_outputs=None,
-        decoder_padding_mask=None,
-        encoder_padding_mask=None,
-        cache=None,
-        cache_update_index=None,
-        cache_rows=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+    def call(self, x, encoder_outputs=None, decoder_padding_mask=None, encoder_padding_mask=None, cache=None,
+             cache_update_index=None, cache_rows=None, training=None, return_attention_scores=False):
         self._check_call(x, encoder_outputs, cache, return_attention_scores)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
         self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)

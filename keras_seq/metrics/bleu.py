@@ -301,13 +301,11 @@ def corpus_bleu(hypotheses, references, lowercase=False, tokenize="13a"):
         )
     tokenizer = _TOKENIZERS[tokenize]
 
-    hypotheses, streams = hypotheses_and_streams(hypotheses, references, "corpus_bleu")
+    hypotheses, streams = hypotheses_and_streams(hypotheses, references, "corpus_bleu", lowercase)
     if not hypotheses:
         return 0.0
 
     def preprocess(segment):
-        if lowercase:
-            segment = segment.lower()
         return tokenizer(segment.rstrip())
 
     hyp_len = ref_len = 0

@@ -198,24 +198,23 @@ def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
             count as zero instead of being left out.
 
     Returns:
-        The chrF score as a float in [0, 100]. An empty corpus (no
-        hypotheses) scores 0.0.
+        chrF in [0, 100] (0.0 for an empty corpus).
 
     Raises:
-        ValueError: If `hypotheses` or a reference stream is not a sequence
-            of str (e.g. a bare str or contains None), a reference stream's
-            length differs from the number of hypotheses, `char_order` or
-            `word_order` is not a non-negative int (or both are 0), or
-            `beta` is not a finite non-negative number. Messages start with
-            "corpus_chrf:".
+        ValueError: Messages start with "corpus_chrf:". Raised for
+            hypotheses or a reference stream that is not a sequence of str
+            (a bare str, or one holding None), a reference stream whose
+            length differs from the number of hypotheses, a `char_order` or
+            `word_order` that is not a non-negative int (or both 0), and a
+            `beta` that is not a finite non-negative number.
 
     Example:
-        >>> hyps = ["The cat sat on the mat.", "It is raining today."]
-        >>> refs = ["The cat sat on the mat.", "It rains today."]
-        >>> round(corpus_chrf(hyps, refs), 2)
-        78.16
-        >>> round(corpus_chrf(hyps, refs, word_order=2), 2)  # chrF++
-        79.3
+        >>> hypotheses = ["Le chat est assis sur le tapis.", "Il pleut aujourd'hui."]
+        >>> references = ["Le chat s'est assis sur le tapis.", "Il pleut beaucoup aujourd'hui."]
+        >>> round(corpus_chrf(hypotheses, references), 2)
+        71.66
+        >>> round(corpus_chrf(hypotheses, references, word_order=2), 2)  # chrF++
+        72.63
 
     References:
         Popović (2015). "chrF: character n-gram F-score for automatic MT
@@ -232,13 +231,11 @@ def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
         )
     beta = _check_beta(beta)
 
-    hypotheses, streams = hypotheses_and_streams(hypotheses, references, "corpus_chrf")
+    hypotheses, streams = hypotheses_and_streams(hypotheses, references, "corpus_chrf", lowercase)
     if not hypotheses:
         return 0.0
 
     def counters(segment):
-        if lowercase:
-            segment = segment.lower()
         return _ngram_counters(segment, char_order, word_order, whitespace)
 
     totals = [0] * (3 * (char_order + word_order))

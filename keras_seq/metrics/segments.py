@@ -71,7 +71,15 @@ def reference_streams(references, num_hypotheses, metric):
     return [stream for _, stream in named_streams]
 
 
-def hypotheses_and_streams(hypotheses, references, metric):
-    """`(hypotheses, reference streams)` checked as `as_string_list` and `reference_streams` do."""
+def hypotheses_and_streams(hypotheses, references, metric, lowercase=False):
+    """`(hypotheses, reference streams)` checked as `as_string_list` and `reference_streams` do.
+
+    With `lowercase`, every segment comes back lowercased: both metrics' case-insensitive
+    variants lowercase before anything else.
+    """
     hypotheses = as_string_list(hypotheses, "hypotheses", metric)
-    return hypotheses, reference_streams(references, len(hypotheses), metric)
+    streams = reference_streams(references, len(hypotheses), metric)
+    if lowercase:
+        hypotheses = [segment.lower() for segment in hypotheses]
+        streams = [[segment.lower() for segment in stream] for stream in streams]
+    return hypotheses, streams

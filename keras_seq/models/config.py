@@ -15,6 +15,17 @@ def constructor_arguments(arguments):
     }
 
 
+def keep_parts(model, config, **layers):
+    """Attach a built functional model's layers under the given names and keep its constructor arguments as its config.
+
+    The layers stay reachable by name for decoding and inspection; the config is what
+    `get_config` returns (`ConfigFromArguments`).
+    """
+    for name, layer in layers.items():
+        setattr(model, name, layer)
+    model._config = config
+
+
 class ConfigFromArguments:
     """`get_config` and `from_config` for a model that sets `self._config = constructor_arguments(...)`."""
 

@@ -15,7 +15,7 @@ from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import ConcatenateCondition, PositionwiseDense
 from keras_seq.layers.recurrent import CELLS, recurrent_layer, state_count
 from keras_seq.models.keras_workarounds import ArrayFeedModel
-from keras_seq.models.config import constructor_arguments
+from keras_seq.models.config import constructor_arguments, keep_parts
 from keras_seq.models.generative import GenerativeModel
 from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
 from keras_seq.layers.input_feeding import InputFeedingDecoder
@@ -177,9 +177,7 @@ class RNNLM(GenerativeModel):
         if not stateful:
             logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(token_ids, logits)
         super().__init__(inputs, logits, **kwargs)
-        self.embedding, self.recurrent_layers, self.head = embedding, layers, head
-        self.condition_layer = condition_layer
-        self._config = config
+        keep_parts(self, config, embedding=embedding, recurrent_layers=layers, head=head, condition_layer=condition_layer)
 
     @property
     def decoding_vocabulary_size(self):
@@ -289,21 +287,9 @@ class RNNSeq2Seq(GenerativeModel):
 
     _inputs_are_prompts = False
 
-    def __init__(
-        self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=256,
-        units=256,
-        cell="gru",
-        attention="bahdanau",
-        bidirectional_encoder=True,
-        input_feeding=False,
-        dropout=0.0,
-        tie_embeddings=False,
-        share_embeddings=False,
-        **kwargs,
-    ):
+    def __init__(self, source_vocabulary_size, target_vocabulary_size, embedding_dim=256, units=256, cell="gru",
+                 attention="bahdanau", bidirectional_encoder=True, input_feeding=False, dropout=0.0, tie_embeddings=False,
+                 share_embeddings=False, **kwargs):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "rnn_seq2seq")
         _check_seq2seq_arguments(**config)
@@ -339,12 +325,9 @@ class RNNSeq2Seq(GenerativeModel):
         inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
         super().__init__(inputs, logits, **kwargs)
 
-        self.source_embedding, self.target_embedding, self.encoder, self.bridges = (
-            source_embedding, target_embedding, encoder, bridges,
-        )
-        self.decoder, self.attention_layer, self.combine, self.head = decoder, attention_layer, combine, head
+        keep_parts(self, config, source_embedding=source_embedding, target_embedding=target_embedding, encoder=encoder,
+                   bridges=bridges, decoder=decoder, attention_layer=attention_layer, combine=combine, head=head)
         self._weights_model = None if weights is None else keras.Model(inputs, weights)
-        self._config = config
 
     @staticmethod
     def _embeddings_and_head(source_vocabulary_size, target_vocabulary_size, embedding_dim, tie_embeddings, share_embeddings,

@@ -10,7 +10,7 @@ from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
 from keras_seq.models.keras_workarounds import ArrayFeedModel
-from keras_seq.models.config import ConfigFromArguments, constructor_arguments
+from keras_seq.models.config import ConfigFromArguments, constructor_arguments, keep_parts
 from keras_seq.models.generative import GenerativeModel
 
 
@@ -21,18 +21,26 @@ def _check_sizes(owner, num_heads, hidden_dim, **sizes):
         v.fail(owner, "hidden_dim", f"a multiple of num_heads={num_heads}", hidden_dim)
 
 
-def _one_stack(owner, block_class, prefix, mask_zero, vocabulary_size, sequence_length, num_layers, hidden_dim, num_heads,
-               intermediate_dim, dropout, norm_first, positional, tie_embeddings):
-    """The checked parts of a one-stack model (the LM, the MLM): embedding, blocks, final norm, logits head."""
-    _check_sizes(owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
+def _one_stack(model_name, block_class, prefix, mask_zero, vocabulary_size, sequence_length, num_layers, hidden_dim,
+               num_heads, intermediate_dim, dropout, norm_first, positional, tie_embeddings):
+    """A one-stack model's (the LM's, the MLM's) checked parts and graph: `(token_ids, logits, parts)`.
+
+    `parts` holds the layers the model keeps as attributes (`keep_parts`): the token
+    embedding, the blocks, the final norm and the logits head.
+    """
+    _check_sizes(model_name, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
                  num_layers=num_layers, intermediate_dim=intermediate_dim)
-    v.check_probability(owner, "dropout", dropout)
-    v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
+    v.check_probability(model_name, "dropout", dropout)
+    v.check_choice(model_name, "positional", positional, POSITIONAL_KINDS)
     embedding = TokenAndPositionEmbedding(
         vocabulary_size, sequence_length, hidden_dim, positional=positional, mask_zero=mask_zero, name="token_embedding"
     )
     blocks, final_norm = _stack(block_class, prefix, num_layers, num_heads, intermediate_dim, dropout, norm_first)
-    return embedding, blocks, final_norm, _logits_head(embedding, tie_embeddings)
+    head = _logits_head(embedding, tie_embeddings)
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    logits = head(_stack_features(token_ids, embedding, blocks, final_norm, dropout))
+    parts = {"token_embedding": embedding, "blocks": blocks, "final_norm": final_norm, "head": head}
+    return token_ids, logits, parts
 
 
 def _stack(block_class, prefix, num_layers, num_heads, intermediate_dim, dropout, norm_first):
@@ -114,15 +122,10 @@ class TransformerLM(GenerativeModel):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_lm")
         # Unmasked self-attention (the padding mask rides on the logits, see the class docstring).
-        embedding, blocks, final_norm, head = _one_stack("transformer_lm", TransformerDecoderBlock, "decoder", False, **config)
-
-        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        logits = head(_stack_features(token_ids, embedding, blocks, final_norm, dropout))
+        token_ids, logits, parts = _one_stack("transformer_lm", TransformerDecoderBlock, "decoder", False, **config)
         logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(token_ids, logits)
         super().__init__(token_ids, logits, **kwargs)
-
-        self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
-        self._config = config
+        keep_parts(self, config, **parts)
 
     @property
     def decoding_vocabulary_size(self):
@@ -191,23 +194,9 @@ class TransformerSeq2Seq(GenerativeModel):
     _decoding_reads_cache_rows = True
     _inputs_are_prompts = False
 
-    def __init__(
-        self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        source_length,
-        target_length,
-        num_layers=2,
-        hidden_dim=256,
-        num_heads=4,
-        intermediate_dim=1024,
-        dropout=0.1,
-        norm_first=True,
-        positional="sinusoidal",
-        tie_embeddings=False,
-        share_embeddings=False,
-        **kwargs,
-    ):
+    def __init__(self, source_vocabulary_size, target_vocabulary_size, source_length, target_length, num_layers=2,
+                 hidden_dim=256, num_heads=4, intermediate_dim=1024, dropout=0.1, norm_first=True, positional="sinusoidal",
+                 tie_embeddings=False, share_embeddings=False, **kwargs):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_seq2seq")
         owner = "transformer_seq2seq"
@@ -234,10 +223,8 @@ class TransformerSeq2Seq(GenerativeModel):
         ))
         super().__init__({"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}, logits, **kwargs)
 
-        self.source_embedding, self.encoder_blocks, self.encoder_norm = source_embedding, encoder_blocks, encoder_norm
-        self.target_embedding, self.decoder_blocks, self.decoder_norm = target_embedding, decoder_blocks, decoder_norm
-        self.head = head
-        self._config = config
+        keep_parts(self, config, source_embedding=source_embedding, encoder_blocks=encoder_blocks, encoder_norm=encoder_norm,
+                   target_embedding=target_embedding, decoder_blocks=decoder_blocks, decoder_norm=decoder_norm, head=head)
 
     @property
     def decoding_vocabulary_size(self):
@@ -352,13 +339,9 @@ class TransformerMLM(ConfigFromArguments, ArrayFeedModel):
                  dropout=0.1, norm_first=True, positional="learned", tie_embeddings=False, **kwargs):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_mlm")
-        embedding, blocks, final_norm, head = _one_stack("transformer_mlm", TransformerEncoderBlock, "encoder", True, **config)
-
-        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-        super().__init__(token_ids, head(_stack_features(token_ids, embedding, blocks, final_norm, dropout)), **kwargs)
-
-        self.token_embedding, self.blocks, self.final_norm, self.head = embedding, blocks, final_norm, head
-        self._config = config
+        token_ids, logits, parts = _one_stack("transformer_mlm", TransformerEncoderBlock, "encoder", True, **config)
+        super().__init__(token_ids, logits, **kwargs)
+        keep_parts(self, config, **parts)
 
 
 transformer_mlm = TransformerMLM  # the builder is the class: `transformer_mlm(...)` returns a `TransformerMLM`

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from keras_seq import _atomic as atomic
-from recipes import checkpoints
+from recipes import checkpoints, common
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -79,6 +79,28 @@ def test_the_fallback_says_so_in_one_line(tmp_path, capsys):
     checkpoints.load(tmp_path, "translate")
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["translate: checkpoint/: incomplete (FileNotFoundError); resuming from checkpoint.previous/ (after epoch 1)"]
+
+
+def test_reading_the_best_weights_on_resume_leaves_the_optimizer_at_the_checkpoints_step(tmp_path):
+    """The best weights file also holds the optimizer state of its step; reading it must not roll the run back to it."""
+    model = tiny_model()
+    x, y = np.ones((4, 3), "float32"), np.zeros((4, 2), "float32")
+    model.train_on_batch(x, y)
+    model.save_weights(tmp_path / "best.weights.h5")  # as BestByValidation keeps them, after step 1
+    best = model.get_weights()
+    model.train_on_batch(x, y)
+    model.train_on_batch(x, y)
+    current = model.get_weights()
+    moments = [keras.ops.convert_to_numpy(v) for v in model.optimizer.variables]
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 3
+
+    read = common._weights_in(model, tmp_path / "best.weights.h5")
+    for got, expected in zip(read, best, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    for got, expected in zip(model.get_weights(), current, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    for variable, expected in zip(model.optimizer.variables, moments, strict=True):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(variable), expected)  # step count 3 and its moments
 
 
 def test_non_finite_weights_are_never_saved(tmp_path, capsys):

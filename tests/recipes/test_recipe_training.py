@@ -1,8 +1,13 @@
 """Training control shared by the recipes: --resume, --max-seconds and --seed."""
 
+import json
 import os
+import random
 import shutil
 import signal
+import subprocess
+import sys
+import time
 
 import keras
 import numpy as np
@@ -21,6 +26,7 @@ from recipe_runs import (
 
 from recipes import checkpoints
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = RNN_TRAIN // TRANSLATE_BATCH  # one bucket: this many batches per epoch of the rnn-attention runs
 TIMING = ("train_seconds", "export_seconds", "translate_seconds", "total_seconds")
 
@@ -130,6 +136,59 @@ def test_sigterm_saves_mid_epoch_and_resume_takes_the_same_steps(signalled, unin
     assert iterations(resumed.path("checkpoint/model.keras")) == iterations(uninterrupted.path("checkpoint/model.keras")) == 2 * STEPS
     for got, expected in zip(weights(resumed.path("checkpoint/model.keras")), weights(uninterrupted.path("checkpoint/model.keras")), strict=True):
         np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def steps_saved(output):
+    """The steps of the newest complete checkpoint in `output` (0 before the first)."""
+    try:
+        with open(os.path.join(output, "checkpoint", "state.json")) as f:
+            return json.load(f)["steps"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+@pytest.fixture(scope="module")
+def killed(data_dir, tmp_path_factory):
+    """The two-epoch rnn-attention run, checkpointing after every batch, SIGKILLed at 4 seeded random moments
+    (each a random delay after a random step was saved, so some land inside a checkpoint write), resumed each time.
+
+    Returns the steps saved at each kill and the last, uninterrupted resume.
+    """
+    output = tmp_path_factory.mktemp("killed")
+    argv = [str(a) for a in translate_argv(data_dir, output, "rnn-attention", 2, "--checkpoint-every", "0.001")]
+    command = [sys.executable, "-m", "recipes.translate", *argv]
+    draw = random.Random(23)
+    targets = sorted(draw.sample(range(1, 2 * STEPS - 4), 4))
+    saved_at_kills = []
+    for kill, target in enumerate(targets):
+        with open(output / f"stderr-{kill}.txt", "w+") as stderr:
+            process = subprocess.Popen(command + (["--resume"] if kill else []), cwd=REPO, stdout=subprocess.DEVNULL,
+                                       stderr=stderr, env=dict(os.environ, PYTHONPATH=REPO))
+            started = time.monotonic()
+            while steps_saved(output) < target and process.poll() is None and time.monotonic() - started < 600:
+                time.sleep(0.005)
+            time.sleep(draw.uniform(0.0, 0.1))
+            process.kill()
+            process.wait()
+            stderr.seek(0)
+            assert process.returncode == -signal.SIGKILL, (kill, process.returncode, stderr.read()[-2000:])
+        saved_at_kills.append(steps_saved(output))
+    return saved_at_kills, run_recipe("translate", output, argv + ["--resume"])
+
+
+def test_a_run_killed_four_times_ends_as_one_never_killed(killed, uninterrupted):
+    saved_at_kills, resumed = killed
+    assert saved_at_kills == sorted(saved_at_kills) and 0 < saved_at_kills[0] and saved_at_kills[-1] < 2 * STEPS
+    state, expected = read_json(resumed.path("checkpoint/state.json")), read_json(uninterrupted.path("checkpoint/state.json"))
+    assert (state["epoch"], state["steps"]) == (expected["epoch"], expected["steps"]) == (2, 2 * STEPS)
+    assert iterations(resumed.path("checkpoint/model.keras")) == 2 * STEPS
+    # The same batches in the same order: the same last weights, so the same validation loss at the last step, to
+    # float noise. (A resumed process's Keras epochs start where the kill left the data, so the other per-epoch
+    # figures are means over other windows of batches and are not compared.)
+    for got, want in zip(weights(resumed.path("checkpoint/model.keras")), weights(uninterrupted.path("checkpoint/model.keras")),
+                         strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert state["history"]["val_loss"][-1] == pytest.approx(expected["history"]["val_loss"][-1], rel=1e-5)
 
 
 def test_max_seconds_stops_after_the_first_batch(tfds_classify_stopped):
