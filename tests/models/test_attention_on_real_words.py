@@ -21,9 +21,6 @@ VOCABULARY_SIZE = 3000
 TRAIN, HELD_OUT = 4000, 500
 START, END = 1, 2
 
-# One pytest-xdist worker for the module, so the shared fixtures (the data, the model without attention) are made once.
-pytestmark = pytest.mark.xdist_group("attention_on_real_words")
-
 
 def reversal_of_real_words(count, seed=0):
     """`count` windows of 8 to 12 consecutive in-vocabulary French words and their reversal."""

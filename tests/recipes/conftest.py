@@ -18,18 +18,10 @@ RECIPE_RUNS = {
 }
 
 
-# test_recipe_training's module fixtures: runs that are interrupted, resumed or compared with one never stopped.
-RESUME_RUNS = {"interrupted", "resumed", "uninterrupted", "signalled", "killed"}
-
-
 def pytest_collection_modifyitems(config, items):
-    """Puts the tests that use a recipe run on one xdist worker (`--dist loadgroup`), first, so each run is made once;
-    the same for the resume runs, on a worker of their own."""
-    grouped = []
-    for group, fixtures in (("recipe_runs", RECIPE_RUNS), ("resume_runs", RESUME_RUNS)):
-        for item in items:
-            if fixtures & set(getattr(item, "fixturenames", ())) and id(item) not in set(map(id, grouped)):
-                item.add_marker(pytest.mark.xdist_group(group))
-                grouped.append(item)
-    chosen = set(map(id, grouped))
-    items[:] = grouped + [item for item in items if id(item) not in chosen]
+    """Puts the tests that use a recipe run on one xdist worker (`--dist loadgroup`), first, so each run is made once."""
+    uses_a_run = [item for item in items if RECIPE_RUNS & set(getattr(item, "fixturenames", ()))]
+    for item in uses_a_run:
+        item.add_marker(pytest.mark.xdist_group("recipe_runs"))
+    chosen = set(map(id, uses_a_run))
+    items[:] = uses_a_run + [item for item in items if id(item) not in chosen]
