@@ -21,6 +21,8 @@ import keras_seq as ks
 from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
 from recipes import common
 
+# The label of the rows that pad a batch into equal parts for the devices (recipes/devices.py: rows_padded_to_multiple).
+NO_LABEL = -1
 # Model family -> its defaults of the flags that depend on it.
 MODELS = {"bilstm": {"learning_rate": 2e-3}, "transformer": {"learning_rate": 2e-3}}
 # Embedded data, used when no --train/--tfds: name -> (train, valid) lists of (label, text).
@@ -99,15 +101,16 @@ def run(args):
             )
         model.compile(
             optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
+            # Label -1 marks the rows that pad a batch into equal parts for the devices: left out of both.
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=NO_LABEL),
+            metrics=[ks.metrics.MaskedAccuracy(ignore_index=NO_LABEL, name="accuracy")],
         )
         return model
 
-    score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["accuracy"])
+    score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["accuracy"], ignored_label=NO_LABEL)
     model, history, train_seconds, validation = common.train(
         args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
-        score=score, monitor="accuracy",
+        score=score, monitor="accuracy", ignored_label=NO_LABEL,
     )
     classifier = common.export_and_load(args, "classify", vocab, labels=labels, sequence_length=length)
     texts = [t for _, t in valid_examples]

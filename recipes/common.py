@@ -11,7 +11,8 @@ import keras
 import numpy as np
 
 from keras_seq import _atomic as atomic
-from recipes import checkpoints
+from recipes import checkpoints, devices
+from recipes.devices import UsageError
 
 
 
@@ -26,10 +27,6 @@ def load_splits(args, task, read, embedded):
         train, valid, _ = loaders.tfds_splits(args.tfds, task, data_dir=args.tfds_data_dir)
         return train, valid
     return embedded[args.data]()
-
-
-class UsageError(ValueError):
-    """Bad input from the user: reported as one line, exit status 2."""
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -89,6 +86,16 @@ def parser(name, description, data_help, model_defaults, default_model, epochs, 
         "--distribute", action="store_true",
         help="data-parallel training on every local device (TensorFlow MirroredStrategy, JAX DataParallel)",
     )
+    training.add_argument(
+        "--model-parallel", type=int, default=1, metavar="N",
+        help="JAX, Transformer models: split each model over N devices (Megatron layout, keras_seq.distribution) "
+             "and the batch over the rest",
+    )
+    processes = p.add_argument_group(
+        "several processes (JAX; default: the KERAS_DISTRIBUTION_* variables, else one process)")
+    processes.add_argument("--num-processes", type=int, metavar="N", help="processes taking part, one per host or per accelerator")
+    processes.add_argument("--process-id", type=int, metavar="I", help="this process's id in [0, N); 0 coordinates and writes the outputs")
+    processes.add_argument("--coordinator", metavar="HOST:PORT", help="address where process 0 listens")
     p.add_argument("--output-dir", default=f"runs/{name}", metavar="DIR", help="where outputs, checkpoints and logs go")
     p.add_argument("--traceback", action="store_true", help="on an error, show the full traceback instead of one line")
     return p
@@ -140,10 +147,21 @@ def main(name, run, parse, argv=None):
     args = parse(argv)
     try:
         check_arguments(args)
+        keras.utils.set_random_seed(args.seed)
+        devices.join_processes(args)
         check_writable(args.output_dir)
         atomic.remove_leftovers(args.output_dir)
-        keras.utils.set_random_seed(args.seed)
         return run(args)
+    except devices.OtherProcessDone:
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # the scratch folder (join_processes)
+        print(f"{name}: process {args.process_id} of {args.num_processes} done; process 0 writes the outputs")
+        return None
+    except devices.ProcessLost as error:
+        if args.traceback:
+            raise
+        print(f"{name}: error: {error}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(2)  # not sys.exit: JAX's exit handler would wait for the lost process at a shutdown barrier
     except (UsageError, ValueError) as error:
         if args.traceback:
             raise
@@ -173,28 +191,9 @@ def resume_state(args):
     if not args.resume:
         return None, {"epoch": 0, "history": {}, "seconds": 0.0, "steps": 0}, None
     try:
-        return checkpoints.load(args.output_dir, args.recipe)
+        return checkpoints.load(args.shared_dir, args.recipe)
     except checkpoints.Unreadable as problem:
-        raise UsageError(f"--resume: expected a complete checkpoint in {args.output_dir}, got none ({problem})") from None
-
-
-def distribution_scope(args):
-    """A context for building and compiling the model: data parallel with --distribute."""
-    import contextlib
-
-    if not args.distribute:
-        return contextlib.nullcontext()
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        # Every GPU; without one, every logical CPU device (MirroredStrategy's own default is CPU:0 alone).
-        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-        return tf.distribute.MirroredStrategy([device.name for device in devices]).scope()
-    if backend == "jax":
-        keras.distribution.set_distribution(keras.distribution.DataParallel())
-        return contextlib.nullcontext()
-    raise UsageError("--distribute: expected the tensorflow or jax backend (Keras has no data-parallel fit on torch), got torch")
+        raise UsageError(f"--resume: expected a complete checkpoint in {args.shared_dir}, got none ({problem})") from None
 
 
 def add_subword_flags(p):
@@ -221,8 +220,9 @@ def vocabularies(args, build):
     from keras_seq.data.subword import SubwordVocabulary, vocabulary_from_config
 
     path = os.path.join(args.output_dir, "vocabularies.json")
-    if args.resume and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
+    shared = os.path.join(args.shared_dir, "vocabularies.json")  # process 0's (join_processes)
+    if args.resume and os.path.exists(shared):
+        with open(shared, encoding="utf-8") as f:
             configs = json.load(f)
         made = {}  # equal configs (a joint vocabulary) give one object
         return {name: made.setdefault(json.dumps(config, sort_keys=True), vocabulary_from_config(config)) for name, config in configs.items()}
@@ -237,7 +237,8 @@ def vocabularies(args, build):
     return result
 
 
-def train(args, build_and_compile, batches, valid, learning_rate=None, score=None, monitor=None, mode="max"):
+def train(args, build_and_compile, batches, valid, learning_rate=None, score=None, monitor=None, mode="max",
+          ignored_label=0, model_sizes=None):
     """Build (or resume) and fit a model; returns `(model, history, training seconds, validation)`.
 
     `build_and_compile(steps_per_epoch)` returns a compiled model; `batches(seed,
@@ -247,7 +248,9 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     optimizer's rate from the budget spent (`WarmupLinearDecay`); `score(model) ->
     {name: value}` validates after each epoch, keeping the best weights by `monitor`
     (`mode` "max" or "min": which way is better; `BestByValidation`, returned as
-    `validation`; None without `score`).
+    `validation`; None without `score`). `ignored_label` is a target the loss leaves out (the
+    targets of the rows that pad a batch into equal parts for the devices); `model_sizes`
+    allows `--model-parallel` (`distribution_scope`).
     """
     import tensorflow as tf
 
@@ -258,10 +261,12 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     if valid is not None:
         # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
         valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
-    model, state, best_weights = resume_state(args)
-    with distribution_scope(args):
+    with devices.distribution_scope(args, model_sizes):  # a resumed model too: its variables are placed as a new one's
+        model, state, best_weights = resume_state(args)
         if model is None:
             model = build_and_compile(steps_per_epoch)
+    if valid is not None:
+        valid = devices.fed_batches(valid, ignored_label)
     epochs = args.epochs or MAX_EPOCHS
     budget = training.TrainingBudget(
         args.max_seconds, args.epochs and args.epochs * steps_per_epoch, state["seconds"], state.get("steps", 0)
@@ -290,27 +295,39 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
         try:
             model.fit(
                 # repeat(): Keras may look one batch past the last epoch; it is never trained on.
-                batches(args.seed, first_epoch, epochs).skip(skipped).repeat(), validation_data=valid, epochs=epochs,
+                devices.fed_batches(batches(args.seed, first_epoch, epochs).skip(skipped).repeat(), ignored_label),
+                validation_data=valid, epochs=epochs,
                 initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
                 verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
             )
+        except Exception as error:
+            if args.num_processes == 1:
+                raise
+            # A collective with a process that is gone fails here, on every process left.
+            first_line = (str(error).strip().splitlines() or [""])[0][:300]
+            raise devices.ProcessLost(f"process {args.process_id} of {args.num_processes}: training stopped, another process "
+                              f"is gone or failed ({type(error).__name__}: {first_line})") from error
         finally:
             checkpoint.restore_signal_handlers()  # also when fit ends by an exception or a signal's exit
     history = state["history"]
-    if validation is not None and validation.chosen != "last":
+    if validation is not None and validation.chosen != "last" and not args.process_id:
         print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
-    with atomic.replaced_atomically(os.path.join(args.output_dir, "model.keras")) as path:
+    model_path = os.path.join(args.output_dir, "model.keras")
+    with atomic.replaced_atomically(model_path) as path:
         model.save(path)
+    if args.num_processes > 1:
+        model = devices.leave_processes(args, model_path)  # process 0 goes on alone; the others stop here
     if history:
         plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
     return model, history, budget.elapsed(), validation
 
 
-def evaluated(valid, name, of_logs):
-    """A `score` for `train`: `{name: of_logs(logs)}` from one `model.evaluate` pass over `valid` (logs as a dict)."""
+def evaluated(valid, name, of_logs, ignored_label=0):
+    """A `score` for `train`: `{name: of_logs(logs)}` from one `model.evaluate` pass over `valid` (logs as a dict;
+    `ignored_label` as in `train`)."""
 
     def score(model):
-        return {name: float(of_logs(model.evaluate(valid, verbose=0, return_dict=True)))}
+        return {name: float(of_logs(model.evaluate(devices.fed_batches(valid, ignored_label), verbose=0, return_dict=True)))}
 
     return score
 

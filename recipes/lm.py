@@ -137,6 +137,8 @@ def run(args):
     model, history, train_seconds, validation = common.train(
         args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="perplexity", mode="min",
+        model_sizes=dict(num_heads=4, intermediate_dim=2 * args.hidden_dim, vocabulary_sizes=[len(vocab["text"])])
+        if args.model == "transformer" else None,
     )
     # Valid windows split in half: the first half is the prompt, the exported model continues it.
     half = args.window // 2

@@ -37,6 +37,7 @@ MODELS = {
     "rnn": RNN_DEFAULTS,
 }
 VOCABULARIES = ("subword", "word", "char")
+NUM_HEADS = 4  # of the Transformer's attention layers
 # Embedded data, used when no --train/--tfds: name -> (train, valid) lists of (source, target).
 DATA = {
     "software": lambda: (corpora.software_en_fr("train"), corpora.software_en_fr("valid")),
@@ -133,7 +134,7 @@ def build_model(args, vocab, source_length, target_length):
     if args.model == "transformer":
         return ks.models.transformer_seq2seq(
             source_length=source_length, target_length=target_length, num_layers=args.layers,
-            hidden_dim=args.hidden_dim, num_heads=4, intermediate_dim=2 * args.hidden_dim,
+            hidden_dim=args.hidden_dim, num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim,
             dropout=args.dropout,
             tie_embeddings=tied, share_embeddings=tied, **sizes,
         )
@@ -249,10 +250,14 @@ def run(args):
         compile_model(model, args)
         return model
 
+    model_sizes = None  # what --model-parallel splits: only the Transformer
+    if args.model == "transformer":
+        model_sizes = dict(num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim,
+                           vocabulary_sizes=sorted({len(vocab["source"]), len(vocab["target"])}))
     model, history, train_seconds, validation = common.train(
         args, build_and_compile, batches, batches(None, 0, 1, valid),
         learning_rate=(args.learning_rate, args.warmup),
-        score=validation_score(vocab, valid_pairs, args.validate_sentences, length), monitor="bleu",
+        score=validation_score(vocab, valid_pairs, args.validate_sentences, length), monitor="bleu", model_sizes=model_sizes,
     )
     exported = time.monotonic()
     translator = common.export_and_load(

@@ -67,6 +67,7 @@ def without_attention(reversal):
     return held_out_token_accuracy(reversal, None)
 
 
+@pytest.mark.nightly  # two epochs of five models on 4,000 windows: about 4 minutes of CPU per backend
 @pytest.mark.parametrize("attention", ["bahdanau", "luong", "luong_dot", "luong_concat"])
 def test_attention_beats_no_attention_on_real_words(reversal, without_attention, attention):
     accuracy = held_out_token_accuracy(reversal, attention)

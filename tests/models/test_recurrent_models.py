@@ -35,6 +35,7 @@ def held_out_accuracy(model, ids, targets, ignore_padding=False):
     return float((predicted == targets).mean())
 
 
+@pytest.mark.nightly  # trains four models to convergence
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 @pytest.mark.parametrize("pooling", ["mean", "last"])
 def test_classifier_learns_bracket_counting(rng, cell, pooling):
@@ -46,6 +47,7 @@ def test_classifier_learns_bracket_counting(rng, cell, pooling):
     assert held_out_accuracy(model, ids[1000:], labels[1000:]) > 0.9
 
 
+@pytest.mark.nightly  # trains two models to convergence
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_tagger_learns_the_repeat_rule(rng, cell):
     ids, tags = tagging_data(rng, 1200)

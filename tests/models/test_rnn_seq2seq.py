@@ -16,6 +16,7 @@ def uncached_greedy(model, source, steps):
     return ids
 
 
+@pytest.mark.nightly  # trains three models to convergence
 @pytest.mark.parametrize("attention, input_feeding", [("bahdanau", False), ("luong", False), ("bahdanau", True)])
 def test_attention_seq2seq_learns_reversal_and_aligns(rng, tmp_path, attention, input_feeding):
     inputs, target = reversal_data(rng, 640)

@@ -2,7 +2,7 @@
 
 `DEVICES` CPU devices are simulated (JAX: set `XLA_FLAGS` before starting this
 process; TensorFlow: logical devices, set here), and the model is built and compiled
-inside `recipes.common.distribution_scope` exactly as the recipes do.
+inside `recipes.devices.distribution_scope` exactly as the recipes do.
 """
 
 import argparse
@@ -22,10 +22,10 @@ if os.environ["KERAS_BACKEND"] == "tensorflow":
 import keras  # noqa: E402
 
 import keras_seq as ks  # noqa: E402
-from recipes import common  # noqa: E402
+from recipes import devices  # noqa: E402
 
 keras.utils.set_random_seed(0)
-with common.distribution_scope(argparse.Namespace(distribute=distribute)):
+with devices.distribution_scope(argparse.Namespace(distribute=distribute)):
     model = ks.models.transformer_seq2seq(20, 20, 8, 8, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
     model.compile(keras.optimizers.Adam(1e-2), ks.losses.LabelSmoothingCrossEntropy(epsilon=0.1, ignore_index=0))
     if os.environ["KERAS_BACKEND"] == "tensorflow":

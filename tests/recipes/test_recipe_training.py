@@ -176,6 +176,7 @@ def killed(data_dir, tmp_path_factory):
     return saved_at_kills, run_recipe("translate", output, argv + ["--resume"])
 
 
+@pytest.mark.nightly  # five recipe starts: 1 to 2 minutes per backend (test_checkpoints.py kills the writer in CI)
 def test_a_run_killed_four_times_ends_as_one_never_killed(killed, uninterrupted):
     saved_at_kills, resumed = killed
     assert saved_at_kills == sorted(saved_at_kills) and 0 < saved_at_kills[0] and saved_at_kills[-1] < 2 * STEPS

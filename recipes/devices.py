@@ -1,0 +1,150 @@
+"""Recipes on more than one device or process: data and model parallel scopes, the start-up of a
+multi-process run, and the batches each process feeds (padded into equal parts for the devices)."""
+
+import contextlib
+import tempfile
+
+import keras
+
+
+class UsageError(ValueError):
+    """Bad input from the user: reported as one line, exit status 2 (`recipes.common` raises it too)."""
+
+
+class ProcessLost(Exception):
+    """A multi-process run cannot go on: another process is gone (reported as one line, exit status 2)."""
+
+
+class OtherProcessDone(Exception):
+    """A process other than 0 has trained its part: process 0 alone writes the outputs."""
+
+
+def join_processes(args):
+    """Start a multi-process run (`--num-processes` > 1, JAX): join the others through
+    `keras.distribution.initialize` and train data-parallel over every process's devices.
+
+    Processes other than 0 write into a private scratch folder (their checkpoints, logs and
+    model are never read) and read `--resume`'s checkpoint and vocabularies from
+    `--output-dir`, which process 0 alone writes; a shared file system is assumed for
+    `--resume`. Sets `args.num_processes`, `args.process_id` and `args.shared_dir`.
+    """
+    from keras_seq.distribution import process_settings
+
+    coordinator, count, index = process_settings(args.coordinator, args.num_processes, args.process_id)
+    args.num_processes, args.process_id, args.shared_dir = count, index, args.output_dir
+    if count == 1:
+        return
+    backend = keras.backend.backend()
+    if backend != "jax":
+        raise UsageError(f"--num-processes {count}: expected the jax backend (keras.distribution.initialize), got {backend}")
+    keras.distribution.initialize(coordinator, count, index)
+    args.distribute = True
+    if index > 0:
+        args.output_dir = tempfile.mkdtemp(prefix=f"keras_seq-{args.recipe}-process-{index}-")
+
+
+def leave_processes(args, model_path):
+    """End the multi-process part of a run, on every process at once after training: stop JAX's
+    distributed service, so no process waits at exit for process 0's export and translations.
+    Process 0 gets the saved model back on its own devices; the others raise `OtherProcessDone`."""
+    import jax
+
+    jax.distributed.shutdown()
+    keras.distribution.set_distribution(None)
+    if args.process_id > 0:
+        raise OtherProcessDone()
+    return keras.saving.load_model(model_path)
+
+
+def fed_batches(batches, ignored_label):
+    """What this process feeds `fit` or `evaluate` of `batches`: each padded into equal parts for the devices
+    (`rows_padded_to_multiple`), then this process's rows of it when there are several processes."""
+    count, index = 1, 0
+    if keras.backend.backend() == "jax":
+        import jax
+
+        count, index = jax.process_count(), jax.process_index()
+    return process_rows(rows_padded_to_multiple(batches, batch_split_ways(), ignored_label), count, index)
+
+
+def process_rows(batches, count, index):
+    """Each batch's `index`-th of `count` equal row blocks: the part of the global batch one process feeds."""
+    import tensorflow as tf
+
+    if count == 1:
+        return batches
+
+    def rows(*batch):
+        size = tf.shape(tf.nest.flatten(batch)[0])[0] // count
+        return tf.nest.map_structure(lambda tensor: tensor[index * size : (index + 1) * size], batch)
+
+    return batches.map(rows)
+
+
+def distribution_scope(args, model_sizes=None):
+    """A context for building and compiling the model: data parallel with --distribute, model
+    parallel with --model-parallel (`model_sizes`: the sizes `keras_seq.distribution.model_parallel`
+    checks, None for a model it cannot split)."""
+    backend = keras.backend.backend()
+    if getattr(args, "model_parallel", 1) > 1:
+        return _model_parallel_scope(args, backend, model_sizes)
+    if not args.distribute:
+        return contextlib.nullcontext()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        # Every GPU; without one, every logical CPU device (MirroredStrategy's own default is CPU:0 alone).
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([device.name for device in devices]).scope()
+    if backend == "jax":
+        # Several processes: each feeds its own rows of every batch (fed_batches), so Keras must not shard the data again.
+        keras.distribution.set_distribution(keras.distribution.DataParallel(auto_shard_dataset=False))
+        return contextlib.nullcontext()
+    raise UsageError("--distribute: expected the tensorflow or jax backend (Keras has no data-parallel fit on torch), got torch")
+
+
+def _model_parallel_scope(args, backend, model_sizes):
+    from keras_seq.distribution import model_parallel
+
+    if backend != "jax":
+        raise UsageError(f"--model-parallel: expected the jax backend (Keras splits models over devices on JAX only), got {backend}")
+    if model_sizes is None:
+        raise UsageError(f"--model-parallel: expected a Transformer model, got --model {args.model}")
+    distribution = model_parallel(args.model_parallel, **model_sizes)
+    distribution.auto_shard_dataset = False  # as for DataParallel in distribution_scope
+    keras.distribution.set_distribution(distribution)
+    return contextlib.nullcontext()
+
+
+def batch_split_ways():
+    """Into how many equal parts the current `keras.distribution` splits each batch (1 when it splits none).
+
+    JAX places a batch on the devices only in equal parts; TensorFlow's strategies split
+    uneven batches themselves.
+    """
+    distribution = keras.distribution.distribution() if keras.backend.backend() == "jax" else None
+    if distribution is None or distribution.batch_dim_name is None:
+        return 1
+    mesh = distribution.device_mesh
+    return int(mesh.shape[list(mesh.axis_names).index(distribution.batch_dim_name)])
+
+
+def rows_padded_to_multiple(batches, multiple, ignored_label):
+    """`(inputs, targets)` batches with rows added up to a multiple of `multiple`: inputs of padding id 0
+    and targets of `ignored_label`, which the loss and metrics leave out, so losses stay those of the
+    unpadded batches."""
+    import tensorflow as tf
+
+    if multiple == 1:
+        return batches
+
+    def pad(inputs, targets):
+        rows = tf.shape(targets)[0]
+        extra = (multiple - rows % multiple) % multiple
+
+        def padded(tensor, value):
+            return tf.pad(tensor, [[0, extra]] + [[0, 0]] * (len(tensor.shape) - 1), constant_values=value)
+
+        return tf.nest.map_structure(lambda tensor: padded(tensor, 0), inputs), padded(targets, ignored_label)
+
+    return batches.map(pad)

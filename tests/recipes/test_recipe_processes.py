@@ -1,0 +1,144 @@
+"""Several JAX processes on 127.0.0.1 train the model one process does (`--num-processes`)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from recipe_runs import BACKEND, REPO, read_tsv, recipe_main, short_pairs, translate_argv
+
+TRAIN, VALID, BATCH = 240, 60, 6
+jax_only = pytest.mark.skipif(BACKEND != "jax", reason="several processes train on JAX only (the last test)")
+# One xdist worker makes the single-process run the others are compared with.
+pytestmark = pytest.mark.xdist_group("processes")
+
+
+@pytest.fixture(scope="session")  # session: kept while its xdist worker runs other modules
+def pairs_dir(tmp_path_factory):
+    pairs = short_pairs(TRAIN + VALID)
+    data = tmp_path_factory.mktemp("pairs")
+    (data / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs[:TRAIN]), encoding="utf-8")
+    (data / "valid.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs[TRAIN:]), encoding="utf-8")
+    return data
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(data, output_dir, count, *flags, epochs=2):
+    """`count` translate processes on 127.0.0.1 (one when `count` is 1), as `subprocess.Popen`s."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
+    argv = [
+        "--train", data / "train.tsv", "--valid", data / "valid.tsv", "--model", "transformer", "--epochs", epochs,
+        "--batch-size", BATCH, "--learning-rate", 0.005, "--warmup", 0, "--hidden-dim", 32, "--layers", 1,
+        "--max-length", 6, "--num-beams", 2, "--seed", 3, "--vocabulary", "word", "--output-dir", output_dir,
+        "--dropout", 0,  # Keras does not checkpoint the dropout generator's state: a resumed run would draw other masks
+        *flags,
+    ]
+    port = free_port()
+    processes = []
+    for index in range(count):
+        several = ["--num-processes", count, "--process-id", index, "--coordinator", f"127.0.0.1:{port}"] if count > 1 else []
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "recipes.translate", *map(str, argv + several)], env=env, cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    return processes
+
+
+def finished(processes, timeout=900):
+    outputs = [process.communicate(timeout=timeout) for process in processes]
+    for process, (_, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    return outputs
+
+
+def history(output_dir):
+    with open(output_dir / "checkpoint" / "state.json", encoding="utf-8") as f:
+        return json.load(f)["history"]
+
+
+@pytest.fixture(scope="session")  # session: kept while its xdist worker runs other modules
+def one_process(pairs_dir, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("one") / "out"
+    finished(start(pairs_dir, output_dir, 1))
+    return output_dir
+
+
+@jax_only
+def test_two_processes_train_as_one(pairs_dir, one_process, tmp_path):
+    output_dir = tmp_path / "out"
+    outputs = finished(start(pairs_dir, output_dir, 2))
+    assert "process 1 of 2 done; process 0 writes the outputs" in outputs[1][0]
+    assert history(output_dir)["loss"] == pytest.approx(history(one_process)["loss"], rel=1e-4)
+    assert history(output_dir)["val_bleu"] == pytest.approx(history(one_process)["val_bleu"], rel=1e-4)
+    ours, theirs = (read_tsv(d / "predictions.tsv")[1] for d in (output_dir, one_process))
+    assert ours == theirs
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # process 1 wrote nothing beside process 0's folder
+
+
+@jax_only
+@pytest.mark.nightly
+def test_four_processes_train_as_one(pairs_dir, one_process, tmp_path):
+    output_dir = tmp_path / "out"
+    finished(start(pairs_dir, output_dir, 4))  # batches of 6 padded to 8 rows: 2 per process
+    assert history(output_dir)["loss"] == pytest.approx(history(one_process)["loss"], rel=1e-4)
+    assert history(output_dir)["val_loss"][-1] == pytest.approx(history(one_process)["val_loss"][-1], rel=1e-4)
+
+
+@jax_only
+@pytest.mark.nightly
+def test_killed_processes_resume_together(pairs_dir, one_process, tmp_path):
+    output_dir = tmp_path / "out"
+    processes = start(pairs_dir, output_dir, 2, "--checkpoint-every", 0.001)
+    deadline = time.monotonic() + 600
+    while not (output_dir / "checkpoint" / "state.json").exists() or _steps(output_dir) < 15:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes)
+        time.sleep(0.2)
+    for process in processes:
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+    finished(start(pairs_dir, output_dir, 2, "--resume"))
+    # The last validation comes after the same 80 steps (epoch means of the training loss differ: Keras
+    # averages a resumed epoch over the batches after the stop).
+    assert _steps(output_dir) == _steps(one_process) == 2 * TRAIN // BATCH
+    assert history(output_dir)["val_loss"][-1] == pytest.approx(history(one_process)["val_loss"][-1], rel=1e-4)
+
+
+def _steps(output_dir):
+    try:
+        with open(output_dir / "checkpoint" / "state.json", encoding="utf-8") as f:
+            return json.load(f)["steps"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+@jax_only
+def test_a_killed_process_ends_the_others_with_an_error(pairs_dir, tmp_path):
+    output_dir = tmp_path / "out"
+    processes = start(pairs_dir, output_dir, 2, "--checkpoint-every", 0.001, epochs=50)
+    deadline = time.monotonic() + 600
+    while _steps(output_dir) < 5:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes)
+        time.sleep(0.2)
+    processes[1].send_signal(signal.SIGKILL)
+    _, err = processes[0].communicate(timeout=300)  # never a hang
+    assert processes[0].returncode == 2, err[-3000:]
+    assert "translate: error:" in err
+
+
+@pytest.mark.skipif(BACKEND == "jax", reason="the error of the other backends")
+def test_several_processes_off_jax_are_a_one_line_error(capsys, data_dir, tmp_path):
+    argv = translate_argv(data_dir, tmp_path / "out", "transformer", 1, "--num-processes", 2, "--process-id", 0,
+                          "--coordinator", "127.0.0.1:1")
+    with pytest.raises(SystemExit) as exit_info:
+        recipe_main("translate", argv)
+    assert exit_info.value.code == 2
+    assert f"--num-processes 2: expected the jax backend (keras.distribution.initialize), got {BACKEND}" in capsys.readouterr().err
