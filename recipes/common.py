@@ -117,7 +117,7 @@ def add_validation_flags(p, score, warmup):
 def check_arguments(args):
     """Reject values argparse lets through (type is right, value is not)."""
     for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size", "validate_sentences", "average_last", "patience",
-                 "max_nan"):
+                 "max_nan", "model_parallel"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {value}")
@@ -301,7 +301,7 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
                 verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
             )
         except Exception as error:
-            if args.num_processes == 1:
+            if args.num_processes == 1 or isinstance(error, ValueError):  # a ValueError: bad input, said as it is
                 raise
             # A collective with a process that is gone fails here, on every process left.
             first_line = (str(error).strip().splitlines() or [""])[0][:300]
@@ -313,7 +313,7 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     if validation is not None and validation.chosen != "last" and not args.process_id:
         print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
     model_path = os.path.join(args.output_dir, "model.keras")
-    with atomic.replaced_atomically(model_path) as path:
+    with atomic.replaced_atomically(model_path) as path:  # on every process: reading the weights takes them all
         model.save(path)
     if args.num_processes > 1:
         model = devices.leave_processes(args, model_path)  # process 0 goes on alone; the others stop here

@@ -46,7 +46,8 @@ def join_processes(args):
 def leave_processes(args, model_path):
     """End the multi-process part of a run, on every process at once after training: stop JAX's
     distributed service, so no process waits at exit for process 0's export and translations.
-    Process 0 gets the saved model back on its own devices; the others raise `OtherProcessDone`."""
+    Process 0 gets its saved model (`model_path`) back on its own devices; the others raise
+    `OtherProcessDone`."""
     import jax
 
     jax.distributed.shutdown()

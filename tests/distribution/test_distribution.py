@@ -27,8 +27,8 @@ EXPECTED_SPECS = {
 REPLICATED = ("self_attention/output_bias", "feed_forward_output/bias", "feed_forward_norm/gamma", "position_embeddings")
 
 
-@pytest.fixture(scope="session")  # session: kept while its xdist worker runs other modules
 def sharded_models():
+    """The rows `sharded_models.py` prints, by model name (one subprocess for all: JAX starts once)."""
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPOSITORY,
            "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
     result = subprocess.run([sys.executable, os.path.join(HERE, "sharded_models.py")], env=env, capture_output=True,
@@ -38,24 +38,23 @@ def sharded_models():
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="Keras splits models over devices on JAX only")
-@pytest.mark.xdist_group("sharded_models")  # one worker builds them
-@pytest.mark.parametrize(
-    "name", ["transformer_seq2seq", "transformer_seq2seq_tied", "transformer_lm", "transformer_mlm", "transformer_classifier"]
-)
-def test_a_model_split_over_two_devices_computes_as_one(sharded_models, name):
-    row = sharded_models[name]
-    assert row["output_difference"] < 1e-5
-    assert row["sharded_losses"] == pytest.approx(row["losses"], rel=1e-5)
-    assert row["losses"][1] < row["losses"][0]  # training moved the weights
-    specs = row["specs"]
-    for suffix, expected in EXPECTED_SPECS.items():
-        matching = [path for path in specs if path.endswith(suffix)]
-        assert matching, suffix
-        assert all(specs[path] == expected for path in matching), (suffix, [specs[path] for path in matching])
-    for suffix in REPLICATED:
-        assert all(set(specs[path]) == {None} for path in specs if path.endswith(suffix)), suffix
-    if "logits/kernel" in specs:  # an untied output projection: split by columns (vocabulary, or classes)
-        assert specs["logits/kernel"] == [None, "model"]
+def test_each_model_split_over_two_devices_computes_as_one():
+    rows = sharded_models()
+    assert sorted(rows) == sorted(
+        ["transformer_seq2seq", "transformer_seq2seq_tied", "transformer_lm", "transformer_mlm", "transformer_classifier"])
+    for name, row in rows.items():
+        assert row["output_difference"] < 1e-5, name
+        assert row["sharded_losses"] == pytest.approx(row["losses"], rel=1e-5), name
+        assert row["losses"][1] < row["losses"][0], name  # training moved the weights
+        specs = row["specs"]
+        for suffix, expected in EXPECTED_SPECS.items():
+            matching = [path for path in specs if path.endswith(suffix)]
+            assert matching, (name, suffix)
+            assert all(specs[path] == expected for path in matching), (name, suffix, [specs[path] for path in matching])
+        for suffix in REPLICATED:
+            assert all(set(specs[path]) == {None} for path in specs if path.endswith(suffix)), (name, suffix)
+        if "logits/kernel" in specs:  # an untied output projection: split by columns (vocabulary, or classes)
+            assert specs["logits/kernel"] == [None, "model"], name
 
 
 def test_the_layout_map_splits_attention_and_feed_forward_megatron_style():
