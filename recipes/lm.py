@@ -24,6 +24,7 @@ from recipes import common
 
 # Model family -> its defaults of the flags that depend on it.
 MODELS = {"lstm": {"learning_rate": 3e-3}, "transformer": {"learning_rate": 2e-3}}
+NUM_HEADS = 4  # of the Transformer's attention layers (built, and checked by --model-parallel)
 
 
 def _alice():
@@ -124,7 +125,7 @@ def run(args):
         else:
             model = ks.models.transformer_lm(
                 len(vocab["text"]), max(length, args.generate_length + len(args.prompt)), num_layers=2, hidden_dim=args.hidden_dim,
-                num_heads=4, intermediate_dim=2 * args.hidden_dim, dropout=0.1,
+                num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim, dropout=0.1,
             )
         model.compile(
             optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
@@ -137,7 +138,7 @@ def run(args):
     model, history, train_seconds, validation = common.train(
         args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="perplexity", mode="min",
-        model_sizes=dict(num_heads=4, intermediate_dim=2 * args.hidden_dim, vocabulary_sizes=[len(vocab["text"])])
+        model_sizes=dict(num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim, vocabulary_sizes=[len(vocab["text"])])
         if args.model == "transformer" else None,
     )
     # Valid windows split in half: the first half is the prompt, the exported model continues it.
