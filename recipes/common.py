@@ -156,22 +156,22 @@ def main(name, run, parse, argv=None):
         shutil.rmtree(args.output_dir, ignore_errors=True)  # the scratch folder (join_processes)
         print(f"{name}: process {args.process_id} of {args.num_processes} done; process 0 writes the outputs")
         return None
-    except devices.ProcessLost as error:
+    except (devices.ProcessLost, ValueError, OSError) as error:  # UsageError is a ValueError
         if args.traceback:
             raise
-        print(f"{name}: error: {error}", file=sys.stderr, flush=True)
+        print(f"{name}: error: {_said(error)}", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        os._exit(2)  # not sys.exit: JAX's exit handler would wait for the lost process at a shutdown barrier
-    except (UsageError, ValueError) as error:
-        if args.traceback:
-            raise
-        print(f"{name}: error: {error}", file=sys.stderr)
+        if getattr(args, "joined", False):
+            os._exit(2)  # not sys.exit: JAX's exit handler would wait for a lost process at a shutdown barrier
         sys.exit(2)
-    except OSError as error:  # e.g. a full disk: the outputs written so far are complete (atomic writes)
-        if args.traceback:
-            raise
-        print(f"{name}: error: {error.filename or 'writing an output'}: {error.strerror or error}", file=sys.stderr)
-        sys.exit(2)
+
+
+def _said(error):
+    """The one line an error ends a recipe with; an `OSError` (e.g. a full disk) names its file, and the
+    outputs written before it are complete (atomic writes)."""
+    if isinstance(error, OSError):
+        return f"{error.filename or 'writing an output'}: {error.strerror or error}"
+    return str(error)
 
 
 def check_writable(directory):
@@ -301,7 +301,7 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
                 verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
             )
         except Exception as error:
-            if args.num_processes == 1 or isinstance(error, ValueError):  # a ValueError: bad input, said as it is
+            if args.num_processes == 1 or not devices.lost_process(error):  # bad input: said as it is
                 raise
             # A collective with a process that is gone fails here, on every process left.
             first_line = (str(error).strip().splitlines() or [""])[0][:300]

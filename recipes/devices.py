@@ -2,6 +2,7 @@
 multi-process run, and the batches each process feeds (padded into equal parts for the devices)."""
 
 import contextlib
+import re
 import tempfile
 
 import keras
@@ -15,6 +16,17 @@ class ProcessLost(Exception):
     """A multi-process run cannot go on: another process is gone (reported as one line, exit status 2)."""
 
 
+# The status codes of XLA's runtime errors: JAX raises a collective that failed with another process
+# as a `JaxRuntimeError`, or as a `ValueError` when it fails in a check of `device_put`'s input.
+_RUNTIME_STATUS = re.compile(r"(UNKNOWN|INTERNAL|UNAVAILABLE|ABORTED|CANCELLED|DEADLINE_EXCEEDED|DATA_LOSS|FAILED_PRECONDITION): ")
+
+
+def lost_process(error):
+    """Whether `error`, raised in a multi-process `fit`, says the run cannot go on (a process is gone or
+    failed) rather than that an input is bad (a `ValueError` of Keras or keras_seq)."""
+    return not isinstance(error, ValueError) or bool(_RUNTIME_STATUS.match(str(error)))
+
+
 class OtherProcessDone(Exception):
     """A process other than 0 has trained its part: process 0 alone writes the outputs."""
 
@@ -26,18 +38,20 @@ def join_processes(args):
     Processes other than 0 write into a private scratch folder (their checkpoints, logs and
     model are never read) and read `--resume`'s checkpoint and vocabularies from
     `--output-dir`, which process 0 alone writes; a shared file system is assumed for
-    `--resume`. Sets `args.num_processes`, `args.process_id` and `args.shared_dir`.
+    `--resume`. Sets `args.num_processes`, `args.process_id`, `args.shared_dir` and `args.joined`
+    (True until `leave_processes`).
     """
     from keras_seq.distribution import process_settings
 
     coordinator, count, index = process_settings(args.coordinator, args.num_processes, args.process_id)
-    args.num_processes, args.process_id, args.shared_dir = count, index, args.output_dir
+    args.num_processes, args.process_id, args.shared_dir, args.joined = count, index, args.output_dir, False
     if count == 1:
         return
     backend = keras.backend.backend()
     if backend != "jax":
         raise UsageError(f"--num-processes {count}: expected the jax backend (keras.distribution.initialize), got {backend}")
     keras.distribution.initialize(coordinator, count, index)
+    args.joined = True
     args.distribute = True
     if index > 0:
         args.output_dir = tempfile.mkdtemp(prefix=f"keras_seq-{args.recipe}-process-{index}-")
@@ -51,6 +65,7 @@ def leave_processes(args, model_path):
     import jax
 
     jax.distributed.shutdown()
+    args.joined = False
     keras.distribution.set_distribution(None)
     if args.process_id > 0:
         raise OtherProcessDone()

@@ -67,3 +67,14 @@ def test_rows_that_pad_a_batch_for_the_devices_change_no_loss(loss, ignored):
     expected = (logits[:5].argmax(-1) == targets).mean()
     assert float(keras.ops.convert_to_numpy(accuracy.result())) == pytest.approx(expected, rel=1e-6)
     assert list(devices.rows_padded_to_multiple(batches, 1, ignored).as_numpy_iterator())[0][0]["ids"].shape == (5, 4)
+
+
+@pytest.mark.parametrize("error, lost", [
+    (ValueError("UNKNOWN: Gloo AllGather failed: [gloo/transport/tcp/pair.cc:538] Read error: Connection reset by peer"), True),
+    (RuntimeError("UNAVAILABLE: Task 1 heartbeat timeout"), True),
+    (ValueError("NonFiniteLossGuard: expected a finite loss, got nan at 3 steps"), False),
+    (devices.UsageError("--batch-size: expected a positive integer, got 0"), False),
+])
+def test_a_failed_collective_is_a_lost_process_and_bad_input_is_not(error, lost):
+    # JAX raises a collective with a killed process as a ValueError from device_put's check of its input.
+    assert devices.lost_process(error) is lost
