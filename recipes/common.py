@@ -147,8 +147,8 @@ def main(name, run, parse, argv=None):
     args = parse(argv)
     try:
         check_arguments(args)
+        devices.join_processes(args)  # first: TensorFlow's strategy must come before its other ops
         keras.utils.set_random_seed(args.seed)
-        devices.join_processes(args)
         check_writable(args.output_dir)
         atomic.remove_leftovers(args.output_dir)
         return run(args)
@@ -291,6 +291,10 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     # Resume at the data position of the steps taken: after a stop within an epoch, Keras' epochs
     # end `batch` steps later than the data's, so every batch is still seen once, in order.
     first_epoch, skipped = divmod(budget.spent_steps, steps_per_epoch)
+    if args.strategy is not None:
+        from recipes import multi_worker
+
+        multi_worker.prepare_fit(model, devices.fed_batches(batches(None, 0, 1), ignored_label))
     if first_epoch < epochs and budget.fraction() < 1.0:
         try:
             model.fit(

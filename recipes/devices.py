@@ -32,29 +32,58 @@ class OtherProcessDone(Exception):
 
 
 def join_processes(args):
-    """Start a multi-process run (`--num-processes` > 1, JAX): join the others through
-    `keras.distribution.initialize` and train data-parallel over every process's devices.
+    """Start a multi-process run and train data-parallel over every process's devices: on JAX,
+    `--num-processes` > 1 (or Keras' or torchrun's variables) joins the others through
+    `keras.distribution.initialize`; on TensorFlow, `TF_CONFIG` naming several workers makes a
+    `MultiWorkerMirroredStrategy` (`recipes.multi_worker`).
 
     Processes other than 0 write into a private scratch folder (their checkpoints, logs and
     model are never read) and read `--resume`'s checkpoint and vocabularies from
     `--output-dir`, which process 0 alone writes; a shared file system is assumed for
-    `--resume`. Sets `args.num_processes`, `args.process_id`, `args.shared_dir` and `args.joined`
-    (True until `leave_processes`).
+    `--resume`. Sets `args.num_processes`, `args.process_id`, `args.shared_dir`, `args.strategy`
+    (TensorFlow's, else None) and `args.joined` (True until `leave_processes`).
     """
-    from keras_seq.distribution import process_settings
+    args.shared_dir, args.strategy, args.joined = args.output_dir, None, False
+    if keras.backend.backend() == "tensorflow":
+        count, index = _tensorflow_workers(args)
+        if count > 1:
+            from recipes import multi_worker
 
-    coordinator, count, index = process_settings(args.coordinator, args.num_processes, args.process_id)
-    args.num_processes, args.process_id, args.shared_dir, args.joined = count, index, args.output_dir, False
+            args.strategy = multi_worker.strategy()
+    else:
+        count, index = _jax_processes(args)
+    args.num_processes, args.process_id = count, index
     if count == 1:
         return
-    backend = keras.backend.backend()
-    if backend != "jax":
-        raise UsageError(f"--num-processes {count}: expected the jax backend (keras.distribution.initialize), got {backend}")
-    keras.distribution.initialize(coordinator, count, index)
     args.joined = True
     args.distribute = True
     if index > 0:
         args.output_dir = tempfile.mkdtemp(prefix=f"keras_seq-{args.recipe}-process-{index}-")
+
+
+def _jax_processes(args):
+    from keras_seq.distribution import process_settings
+
+    coordinator, count, index = process_settings(args.coordinator, args.num_processes, args.process_id)
+    if count > 1:
+        backend = keras.backend.backend()
+        if backend != "jax":
+            raise UsageError(f"--num-processes {count}: expected the jax backend (keras.distribution.initialize) or "
+                             f"tensorflow with TF_CONFIG, got {backend}")
+        keras.distribution.initialize(coordinator, count, index)
+    return count, index
+
+
+def _tensorflow_workers(args):
+    from recipes.multi_worker import tf_config_workers
+
+    count, index = tf_config_workers()
+    flags = {"--num-processes": (args.num_processes, count), "--process-id": (args.process_id, index)}
+    for flag, (given, named) in flags.items():
+        if given is not None and given != named:
+            raise UsageError(f"{flag} {given}: expected {named}, what TF_CONFIG names (TensorFlow's workers are "
+                             f"TF_CONFIG's cluster.worker and task.index{'' if count > 1 else '; it is not set'})")
+    return count, index
 
 
 def leave_processes(args, model_path):
@@ -62,11 +91,12 @@ def leave_processes(args, model_path):
     distributed service, so no process waits at exit for process 0's export and translations.
     Process 0 gets its saved model (`model_path`) back on its own devices; the others raise
     `OtherProcessDone`."""
-    import jax
+    if keras.backend.backend() == "jax":
+        import jax
 
-    jax.distributed.shutdown()
+        jax.distributed.shutdown()
+        keras.distribution.set_distribution(None)
     args.joined = False
-    keras.distribution.set_distribution(None)
     if args.process_id > 0:
         raise OtherProcessDone()
     return keras.saving.load_model(model_path)
@@ -76,6 +106,13 @@ def fed_batches(batches, ignored_label):
     """What this process feeds `fit` or `evaluate` of `batches`: each padded into equal parts for the devices
     (`rows_padded_to_multiple`), then this process's rows of it when there are several processes."""
     count, index = 1, 0
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Several workers (TF_CONFIG): each takes its rows of every global batch, as on JAX.
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        return batches.with_options(options)
     if keras.backend.backend() == "jax":
         import jax
 
@@ -104,6 +141,8 @@ def distribution_scope(args, model_sizes=None):
     backend = keras.backend.backend()
     if getattr(args, "model_parallel", 1) > 1:
         return _model_parallel_scope(args, backend, model_sizes)
+    if getattr(args, "strategy", None) is not None:
+        return args.strategy.scope()
     if not args.distribute:
         return contextlib.nullcontext()
     if backend == "tensorflow":
@@ -164,3 +203,26 @@ def rows_padded_to_multiple(batches, multiple, ignored_label):
         return tf.nest.map_structure(lambda tensor: padded(tensor, 0), inputs), padded(targets, ignored_label)
 
     return batches.map(pad)
+
+
+def processes_on_this_host(count, backend):
+    """`[(flags, environment variables)]` that make `count` recipe processes on 127.0.0.1 one run: JAX's
+    `--num-processes`/`--process-id`/`--coordinator`, TensorFlow's `TF_CONFIG` (each on free ports), for tests
+    and benchmarks; `[([], {})]` for one process."""
+    import json
+    import socket
+
+    if count == 1:
+        return [([], {})]
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    if backend == "tensorflow":
+        workers = [f"127.0.0.1:{port}" for port in ports]
+        return [([], {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})})
+                for index in range(count)]
+    return [(["--num-processes", str(count), "--process-id", str(index), "--coordinator", f"127.0.0.1:{ports[0]}"], {})
+            for index in range(count)]
