@@ -110,3 +110,18 @@ def test_sampled_splits_spell_the_same_text_and_repeat_with_their_seed(vocab, co
 def test_sample_rejects_an_alpha_outside_0_1(vocab):
     with pytest.raises(ValueError, match="alpha"):
         vocab.sample(["a"], 0.0, seed=0)
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_training_in_another_process_gives_the_same_model(corpus, model_type, tmp_path):
+    # Every process of a multi-process recipe run trains its own vocabulary from the same data: they must agree.
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
+    program = ("import json, sys; from keras_seq.data.subword import SubwordVocabulary; "
+               f"texts = json.load(open({str(tmp_path / 'corpus.json')!r}, encoding='utf-8')); "
+               f"sys.stdout.write(SubwordVocabulary.train(texts, 400, {model_type!r}).get_config()['model'])")
+    other = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
+    assert other == SubwordVocabulary.train(corpus, 400, model_type).get_config()["model"]
