@@ -291,7 +291,7 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     # Resume at the data position of the steps taken: after a stop within an epoch, Keras' epochs
     # end `batch` steps later than the data's, so every batch is still seen once, in order.
     first_epoch, skipped = divmod(budget.spent_steps, steps_per_epoch)
-    if args.strategy is not None:
+    if args.workers_strategy is not None:
         from recipes import multi_worker
 
         multi_worker.prepare_fit(model, devices.fed_batches(batches(None, 0, 1), ignored_label))

@@ -40,16 +40,16 @@ def join_processes(args):
     Processes other than 0 write into a private scratch folder (their checkpoints, logs and
     model are never read) and read `--resume`'s checkpoint and vocabularies from
     `--output-dir`, which process 0 alone writes; a shared file system is assumed for
-    `--resume`. Sets `args.num_processes`, `args.process_id`, `args.shared_dir`, `args.strategy`
+    `--resume`. Sets `args.num_processes`, `args.process_id`, `args.shared_dir`, `args.workers_strategy`
     (TensorFlow's, else None) and `args.joined` (True until `leave_processes`).
     """
-    args.shared_dir, args.strategy, args.joined = args.output_dir, None, False
+    args.shared_dir, args.workers_strategy, args.joined = args.output_dir, None, False
     if keras.backend.backend() == "tensorflow":
         count, index = _tensorflow_workers(args)
         if count > 1:
             from recipes import multi_worker
 
-            args.strategy = multi_worker.strategy()
+            args.workers_strategy = multi_worker.strategy()
     else:
         count, index = _jax_processes(args)
     args.num_processes, args.process_id = count, index
@@ -141,8 +141,8 @@ def distribution_scope(args, model_sizes=None):
     backend = keras.backend.backend()
     if getattr(args, "model_parallel", 1) > 1:
         return _model_parallel_scope(args, backend, model_sizes)
-    if getattr(args, "strategy", None) is not None:
-        return args.strategy.scope()
+    if getattr(args, "workers_strategy", None) is not None:
+        return args.workers_strategy.scope()
     if not args.distribute:
         return contextlib.nullcontext()
     if backend == "tensorflow":
