@@ -8,9 +8,11 @@ they are a source), `_length_limits` (the most input ids and the largest
 `max_length` it can decode, None where unbounded), and two steps (see
 `GenerativeModel`):
 
-* `_decoding_start(inputs, max_length)` -> `(ids, prompt_length, cache, context)`:
-  the `(B, max_length)` id buffer with the prompt (or the start id) written in, the
-  empty cache sized up front, and per-sequence context (e.g. encoder outputs);
+* `_decoding_start(inputs, max_length, start_id, copies)` -> `(ids, prompt_length, cache,
+  context)` for `copies` consecutive rows per input row (beams, or sequences returned):
+  the `(B * copies, max_length)` id buffer with the prompt (or the start id) written in,
+  the empty cache sized up front, and per-sequence context (e.g. encoder outputs,
+  computed once per input row and then repeated);
 * `_decoding_step(ids, cache, index, context)` -> `(logits (B, n, V), cache)`: the
   logits of `n` new positions starting at `index`, and the cache with them added.
 
@@ -217,7 +219,7 @@ def greedy_ragged_prompts(model, ids, prompt_lengths):
     ids = ops.cast(ids, "int32")
     prompt_lengths = ops.cast(prompt_lengths, "int32")
     max_length = ops.shape(ids)[1]
-    ids, _, cache, context = model._decoding_start(ids, max_length, 1)
+    ids, _, cache, context = model._decoding_start(ids, max_length, 1, 1)
 
     def body(step, ids, cache):
         logits, cache = model._decoding_step(ids[:, step][:, None], cache, step, context)
@@ -320,8 +322,7 @@ def decode(model, inputs, seed, max_length, **settings):
     check_lengths(model, ids, max_length)
     batch = ops.shape(ids)[0]
     copies = num_beams if strategy == "beam" else num_return_sequences
-    rows = keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), inputs) if copies > 1 else inputs
-    ids, prompt_length, cache, context = model._decoding_start(rows, max_length, settings["start_id"])
+    ids, prompt_length, cache, context = model._decoding_start(inputs, max_length, settings["start_id"], copies)
     if strategy != "beam":
         choose = _token_chooser(strategy, settings["temperature"], settings["k"], settings["p"], seed)
         ids, scores = _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length)

@@ -30,7 +30,8 @@ class MarkovChain:
     def _input_ids(inputs):
         return inputs
 
-    def _decoding_start(self, prompt, max_length, start_id):
+    def _decoding_start(self, prompt, max_length, start_id, copies):
+        prompt = ops.repeat(prompt, copies, axis=0)
         batch, prompt_length = prompt.shape
         ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
         return ids, prompt_length, ops.zeros((batch, 1)), None

@@ -249,6 +249,26 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
+    def key_value_cache(self, value, key=None):
+        """The projected keys and values of `value` (`key`: defaults to `value`) as a cache `(B, 2, S, H, key_dim)`.
+
+        Passed as `cache` without `cache_update_index`, it is attended to as it is: a decoder
+        projects the encoder outputs for cross-attention once per source, not at every step.
+        """
+        key = value if key is None else key
+        owner = v.owner_name(self)
+        if not self.built:
+            v.fail(owner, "key_value_cache", "a built layer (called once)", "an unbuilt one")
+        if self.value_dim != self.key_dim:
+            v.fail(owner, "value", "value_dim == key_dim (keys and values share one cache)", self.value_dim)
+        for name, tensor, kernel in (("value", value, self.value_kernel), ("key", key, self.key_kernel)):
+            v.check_rank(owner, name, tensor, 3)
+            v.check_floating(owner, name, tensor)
+            v.check_same_size(owner, name, tensor.shape[-1], kernel.shape[0], "feature size")
+        value, key = (ops.cast(x, self.compute_dtype) for x in (value, key))
+        keys = _project(key, self.key_kernel, self.key_bias)
+        return ops.stack((keys, _project(value, self.value_kernel, self.value_bias)), axis=1)
+
     def _project_inputs(self, query, key, value, cache, cache_update_index, cache_rows, heads_first):
         """Queries, keys and values per head (`(B, T, H, d)`, or `(B, H, T, d)` if `heads_first`), and the cache
         with the new keys and values written in (keys and values read from it when it is given)."""

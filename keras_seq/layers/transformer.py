@@ -204,6 +204,9 @@ class TransformerDecoderBlock(_TransformerBlock):
         cache_update_index: position of `x`'s first step in the cache.
         cache_rows: `(B, max_length)` int, the cache row holding each position of
             this row (see `MultiHeadAttention`; beam search).
+        cross_attention_cache: the encoder outputs' keys and values projected once,
+            `block.cross_attention.key_value_cache(encoder_outputs)`, for decoding
+            (each step then projects only its queries).
         training: apply dropout.
         return_attention_scores: also return the cross-attention weights
             `(B, H, T, S)` (for plots; not with `cache`).
@@ -226,14 +229,18 @@ class TransformerDecoderBlock(_TransformerBlock):
         self._build_feed_forward(x_shape)
 
     def call(self, x, encoder_outputs=None, decoder_padding_mask=None, encoder_padding_mask=None, cache=None,
-             cache_update_index=None, cache_rows=None, training=None, return_attention_scores=False):
-        self._check_call(x, encoder_outputs, cache, return_attention_scores)
+             cache_update_index=None, cache_rows=None, cross_attention_cache=None, training=None,
+             return_attention_scores=False):
+        self._check_call(x, encoder_outputs, cache if cross_attention_cache is None else cross_attention_cache,
+                         return_attention_scores)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
         self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)
         x, new_cache = self._residual(x, self.self_attention_norm, self_attend, self.self_attention_dropout, training)
         if self.has_cross_attention:
             encoder_padding_mask = self._padding_mask("encoder_padding_mask", encoder_padding_mask, encoder_outputs)
-            cross_attend = lambda h: self._cross_attend(h, encoder_outputs, encoder_padding_mask, training, return_attention_scores)
+            cross_attend = lambda h: self._cross_attend(
+                h, encoder_outputs, encoder_padding_mask, cross_attention_cache, training, return_attention_scores
+            )
             x, scores = self._residual(x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training)
         x = self._feed_forward(x, training)
         if return_attention_scores:
@@ -244,7 +251,7 @@ class TransformerDecoderBlock(_TransformerBlock):
         owner = v.owner_name(self)
         v.check_rank(owner, "x", x, 3)
         if return_attention_scores and (cache is not None or not self.has_cross_attention):
-            v.fail(owner, "return_attention_scores", "a block with cross-attention called without cache", "True")
+            v.fail(owner, "return_attention_scores", "a block with cross-attention called without caches", "True")
         if (encoder_outputs is not None) != self.has_cross_attention:
             expected = (
                 "encoder outputs (the block's first call built its cross-attention)"
@@ -263,10 +270,13 @@ class TransformerDecoderBlock(_TransformerBlock):
         )
         return result if cache is not None else (result, None)
 
-    def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, training, return_attention_scores):
-        """Attention of `h` over the encoder outputs: `(output, weights or None)`."""
+    def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, key_value_cache, training, return_attention_scores):
+        """Attention of `h` over the encoder outputs (their keys and values from `key_value_cache` when given):
+        `(output, weights or None)`."""
         result = self.cross_attention(
             h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
-            return_attention_scores=return_attention_scores,
+            return_attention_scores=return_attention_scores, cache=key_value_cache,
         )
+        if key_value_cache is not None:
+            return result[0], None
         return result if return_attention_scores else (result, None)

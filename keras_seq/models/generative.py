@@ -1,5 +1,6 @@
 """The `generate` method shared by every keras_seq language model and seq2seq model."""
 
+import keras
 from keras import ops
 
 from keras_seq import decoding
@@ -39,6 +40,11 @@ class GenerativeModel(ConfigFromArguments, MaskedLogitsModel):
     def _length_limits(self):
         """`(most input ids, largest max_length)` that `generate` can decode; None: unbounded."""
         return None, None
+
+    @staticmethod
+    def _repeated(rows, copies):
+        """Each row of every tensor in `rows` (a nest) `copies` times in a row: the rows of a decoding batch."""
+        return rows if copies == 1 else keras.tree.map_structure(lambda x: ops.repeat(x, copies, axis=0), rows)
 
     def _id_buffer(self, prefix, max_length):
         """`(B, max_length)` ids starting with `prefix` (a prompt, or the start id), zeros after."""

@@ -190,7 +190,8 @@ class RNNLM(GenerativeModel):
             v.fail("RNNLM.generate", "inputs", 'a dict with "token_ids" and "condition"', type(inputs).__name__)
         return inputs["token_ids"]
 
-    def _decoding_start(self, inputs, max_length, start_id):
+    def _decoding_start(self, inputs, max_length, start_id, copies):
+        inputs = self._repeated(inputs, copies)
         prompt = self._input_ids(inputs)
         ids, prompt_length = self._id_buffer(prompt, max_length)
         config = self._config
@@ -386,11 +387,13 @@ class RNNSeq2Seq(GenerativeModel):
             v.fail("RNNSeq2Seq.attention_weights", "model", "attention='bahdanau' or 'luong'", "attention=None")
         return self._weights_model(inputs)
 
-    def _decoding_start(self, encoder_ids, max_length, start_id):
+    def _decoding_start(self, encoder_ids, max_length, start_id, copies):
+        """Encodes each source once, then repeats its annotations and first states for its `copies` rows (beams)."""
         mask = ops.not_equal(encoder_ids, 0)
         annotations, *final_states = self.encoder(self.source_embedding(encoder_ids), mask=mask)
         cache = ops.stack(self._bridge(self.bridges, final_states), axis=1)
-        ids, _ = self._id_buffer(ops.full((ops.shape(encoder_ids)[0], 1), start_id, "int32"), max_length)
+        ids, _ = self._id_buffer(ops.full((ops.shape(encoder_ids)[0] * copies, 1), start_id, "int32"), max_length)
+        cache, annotations, mask = self._repeated((cache, annotations, mask), copies)
         return ids, 1, cache, (annotations, mask)
 
     def _decoding_step(self, ids, cache, index, context):

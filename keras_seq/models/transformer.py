@@ -81,12 +81,15 @@ def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
     return tuple(ops.zeros(shape, dtype) for _ in range(num_layers))
 
 
-def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, **cross_attention):
-    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache."""
+def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, cross_caches=None,
+                         **encoder_inputs):
+    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`cross_caches`: each
+    block's precomputed cross-attention keys and values; `encoder_inputs`: the blocks' encoder arguments)."""
     h = embedding(ids, start_index=index)
     layer_caches = []
-    for block, layer_cache in zip(blocks, cache):
-        h, layer_cache = block(h, cache=layer_cache, cache_update_index=index, cache_rows=cache_rows, **cross_attention)
+    for block, layer_cache, cross_cache in zip(blocks, cache, cross_caches or (None,) * len(blocks)):
+        h, layer_cache = block(h, cache=layer_cache, cache_update_index=index, cache_rows=cache_rows,
+                               cross_attention_cache=cross_cache, **encoder_inputs)
         layer_caches.append(layer_cache)
     return head(_normalized(final_norm, h)), tuple(layer_caches)
 
@@ -135,8 +138,9 @@ class TransformerLM(GenerativeModel):
     def _length_limits(self):
         return None, self._config["sequence_length"]
 
-    def _decoding_start(self, prompt, max_length, start_id):
+    def _decoding_start(self, prompt, max_length, start_id, copies):
         config = self._config
+        prompt = self._repeated(prompt, copies)
         ids, prompt_length = self._id_buffer(prompt, max_length)
         batch = ops.shape(prompt)[0]
         cache = _empty_cache(
@@ -257,21 +261,25 @@ class TransformerSeq2Seq(GenerativeModel):
         _, scores = last(h, encoder_outputs, return_attention_scores=True, **masks)
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 
-    def _decoding_start(self, encoder_ids, max_length, start_id):
+    def _decoding_start(self, encoder_ids, max_length, start_id, copies):
+        """Encodes each source once and projects its cross-attention keys and values once per block, then
+        repeats them for the `copies` rows (beams) of the source."""
         config = self._config
-        batch = ops.shape(encoder_ids)[0]
+        batch = ops.shape(encoder_ids)[0] * copies
         ids, _ = self._id_buffer(ops.full((batch, 1), start_id, "int32"), max_length)
         cache = _empty_cache(
             batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
             self.target_embedding.compute_dtype,
         )
-        return ids, 1, cache, self.encode(encoder_ids)
+        encoder_outputs, encoder_mask = self.encode(encoder_ids)
+        cross_caches = tuple(block.cross_attention.key_value_cache(encoder_outputs) for block in self.decoder_blocks)
+        return ids, 1, cache, self._repeated((encoder_outputs, encoder_mask, cross_caches), copies)
 
     def _decoding_step(self, ids, cache, index, context, cache_rows=None):
-        encoder_outputs, encoder_mask = context
+        encoder_outputs, encoder_mask, cross_caches = context
         return _cached_decoder_step(
             self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index, cache_rows,
-            encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
+            cross_caches, encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
         )
 
 

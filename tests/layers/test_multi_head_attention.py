@@ -186,6 +186,13 @@ def test_cached_incremental_decoding_equals_full_causal_pass(rng):
     # A precomputed cache (no update index) is attended to as it is.
     reused, same_cache = layer(x[:, 5:6], x[:, :4], cache=cache[:, :, :4])
     assert_close(reused, layer(x[:, 5:6], x[:, :4]), atol=1e-5)
+    # key_value_cache projects a whole memory once (cross-attention); its padding mask still applies.
+    assert_close(layer.key_value_cache(x)[:, :, :4], cache[:, :, :4], atol=1e-5)  # the prefix wrote positions 0-3
+    memory, memory_mask = x[:, ::-1], np.array([[True] * 6, [True] * 3 + [False] * 3])
+    projected = layer.key_value_cache(memory)
+    for t in range(6):
+        step, _ = layer(x[:, t : t + 1], memory, value_mask=memory_mask, cache=projected)
+        assert_close(step, layer(x[:, t : t + 1], memory, value_mask=memory_mask), atol=1e-5)
     # A step whose every cached key is masked gets a zero context (the output bias), not NaN.
     blocked = np.zeros((2, 1, 6), bool)
     blocked[1, 0, :3] = True
@@ -193,6 +200,18 @@ def test_cached_incremental_decoding_equals_full_causal_pass(rng):
     assert np.all(np.isfinite(to_numpy(out)))
     assert_close(out[0, 0], to_numpy(layer.output_bias), atol=1e-6)
     assert not np.allclose(to_numpy(out[1, 0]), to_numpy(layer.output_bias), atol=1e-3)
+
+
+def test_key_value_cache_rejects_what_it_cannot_project(rng):
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="cross")
+    memory = rng.normal(size=(2, 3, 8)).astype("float32")
+    with pytest.raises(ValueError, match=r"cross.*key_value_cache.*a built layer"):
+        layer.key_value_cache(memory)
+    layer(memory, memory)
+    with pytest.raises(ValueError, match=r"cross.*value.*feature size"):
+        layer.key_value_cache(memory[..., :6])
+    with pytest.raises(ValueError, match=r"cross.*value.*rank 3"):
+        layer.key_value_cache(memory[0])
 
 
 def test_cache_rows_read_each_position_from_its_row_as_a_gathered_cache(rng):

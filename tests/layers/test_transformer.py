@@ -98,6 +98,13 @@ def test_decoder_block_matches_numpy_and_cache_equals_full_pass(rng):
         out, cache = block(x[:, t : t + 1], encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache, cache_update_index=t)
         steps.append(to_numpy(out))
     assert_close(np.concatenate(steps, 1), full, atol=1e-4)
+    # The encoder outputs' keys and values projected once give the same steps.
+    cross_cache = block.cross_attention.key_value_cache(encoder_outputs)
+    cache = keras.ops.zeros((2, 2, 5, 2, 4))
+    for t in range(5):
+        out, cache = block(x[:, t : t + 1], encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache,
+                           cache_update_index=t, cross_attention_cache=cross_cache)
+        assert_close(out, steps[t], atol=1e-5)
 
 
 def test_sublayers_start_from_their_own_draws(rng):

@@ -57,6 +57,21 @@ def test_seq2seq_cached_generation_equals_uncached(rng, norm_first):
     np.testing.assert_array_equal(cached, ids)
 
 
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_beam_search_encodes_each_source_once(rng, kind, monkeypatch):
+    model = small_seq2seq() if kind == "transformer" else ks.models.rnn_seq2seq(20, 20, embedding_dim=8, units=8)
+    source = rng.integers(3, 12, size=(3, 7)).astype("int32")
+    expected = to_numpy(model.generate(source, 8, strategy="beam", num_beams=4))
+    encoded_rows = []
+    owner, name = (model, "encode") if kind == "transformer" else (model.encoder, "call")  # the RNN encoder: a layer
+    encode = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda x, *args, **kwargs: encoded_rows.append(x.shape[0]) or encode(x, *args, **kwargs))
+    model._compiled_decoders.clear()
+    again = to_numpy(model.generate(source, 8, strategy="beam", num_beams=4))
+    assert encoded_rows and set(encoded_rows) == {3}  # the 3 sources, not their 12 beams
+    np.testing.assert_array_equal(again, expected)
+
+
 def test_source_padding_does_not_change_the_output(rng):
     model = small_seq2seq()
     source = np.array([[5, 6, 7, 0, 0]], "int32")
