@@ -1,7 +1,9 @@
 """Training throughput of the translate recipe on 1, 2 and 4 processes of one host (JAX and TensorFlow).
 
 Each run starts N translate processes on 127.0.0.1 with the same flags (JAX's `--num-processes`,
-TensorFlow's `TF_CONFIG`) and reads the step time of the last epoch from process 0's Keras log.
+TensorFlow's `TF_CONFIG`) and reads the step time of the last epoch from process 0's Keras log. Keras
+prints it at the epoch's end, after the epoch's validation (the valid loss, `--validate-sentences`
+decoded), so the figure includes that share; keep the valid set's share small or equal across runs.
 Throughput is sentence pairs per second of the whole job (global batch / step time); efficiency
 is that over one process's, divided by N. By default the global batch stays `--batch-size` and
 the processes share the host's cores (strong scaling); `--weak --pin` gives each process
@@ -55,7 +57,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--weak", action="store_true", help="each process trains --batch-size rows (global batch x N)")
     parser.add_argument("--pin", action="store_true", help="process i runs on core i alone (os.sched_setaffinity)")
-    parser.add_argument("--recipe-flags", default="--max-examples 4000 --epochs 2 --validate-sentences 20 --num-beams 1",
+    parser.add_argument("--recipe-flags", default="--max-examples 3000 --epochs 2 --validate-sentences 20 --num-beams 1",
                         help="translate's flags besides --batch-size and --output-dir (default data: the embedded corpus)")
     args = parser.parse_args()
     rows = []

@@ -11,6 +11,7 @@ import argparse
 import statistics
 import time
 
+import _timing
 import keras
 import numpy as np
 
@@ -38,7 +39,8 @@ def main():
             decode()
             seconds.append(time.perf_counter() - start)
         figures[name] = f"{statistics.median(seconds) * 1000:.1f} ms"
-    print(args.label, keras.backend.backend(), figures, flush=True)
+    print(args.label, keras.backend.backend(), figures, f"({_timing.utc_now()}, commit {_timing.git_commit()}, "
+          f"{_timing.cpu_name()})", flush=True)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def parser(name, description, data_help, model_defaults, default_model, epochs, 
              "and the batch over the rest",
     )
     processes = p.add_argument_group(
-        "several processes (JAX; default: the KERAS_DISTRIBUTION_* variables, else one process)")
+        "several processes (JAX; default: the KERAS_DISTRIBUTION_* variables, else one process; on TensorFlow, TF_CONFIG)")
     processes.add_argument("--num-processes", type=int, metavar="N", help="processes taking part, one per host or per accelerator")
     processes.add_argument("--process-id", type=int, metavar="I", help="this process's id in [0, N); 0 coordinates and writes the outputs")
     processes.add_argument("--coordinator", metavar="HOST:PORT", help="address where process 0 listens")
@@ -143,8 +143,18 @@ def main(name, run, parse, argv=None):
 
     Any `ValueError` is reported that way (keras_seq raises it for inputs it cannot
     take, naming the argument); `--traceback` lets it propagate with its traceback.
+    A process of a multi-process run leaves through `_leave_joined_run` instead.
     """
     args = parse(argv)
+    try:
+        return _checked_run(name, run, args)
+    except BaseException as error:
+        if not getattr(args, "joined", False):
+            raise
+        _leave_joined_run(name, args, error)
+
+
+def _checked_run(name, run, args):
     try:
         check_arguments(args)
         devices.join_processes(args)  # first: TensorFlow's strategy must come before its other ops
@@ -160,10 +170,28 @@ def main(name, run, parse, argv=None):
         if args.traceback:
             raise
         print(f"{name}: error: {_said(error)}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        if getattr(args, "joined", False):
-            os._exit(2)  # not sys.exit: JAX's exit handler would wait for a lost process at a shutdown barrier
         sys.exit(2)
+
+
+def _leave_joined_run(name, args, error):
+    """End a process of a multi-process run at once, whatever ended it: `os._exit`, since a normal exit
+    would wait for a lost process at JAX's shutdown barrier. A `SystemExit` keeps its status (2 after an
+    `error:` line, 130/143 after a signal); any other error prints its line (its traceback with
+    `--traceback`) and exits with 2. A process other than 0 first deletes its scratch folder."""
+    import traceback
+
+    status = 2
+    if isinstance(error, SystemExit):
+        status = error.code if isinstance(error.code, int) else 2
+    elif args.traceback:
+        traceback.print_exception(error)
+    else:
+        print(f"{name}: error: {type(error).__name__}: {_said(error)}", file=sys.stderr)
+    if args.process_id:
+        shutil.rmtree(args.output_dir, ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _said(error):

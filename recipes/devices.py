@@ -43,46 +43,62 @@ def join_processes(args):
     `--resume`. Sets `args.num_processes`, `args.process_id`, `args.shared_dir`, `args.workers_strategy`
     (TensorFlow's, else None) and `args.joined` (True until `leave_processes`).
     """
-    args.shared_dir, args.workers_strategy, args.joined = args.output_dir, None, False
-    if keras.backend.backend() == "tensorflow":
-        count, index = _tensorflow_workers(args)
-        if count > 1:
-            from recipes import multi_worker
+    from keras_seq.distribution import process_settings
 
-            args.workers_strategy = multi_worker.strategy()
+    args.shared_dir, args.workers_strategy, args.joined = args.output_dir, None, False
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        count, index = _tensorflow_workers(args)
     else:
-        count, index = _jax_processes(args)
+        coordinator, count, index = process_settings(args.coordinator, args.num_processes, args.process_id)
+        if count > 1 and backend != "jax":
+            raise UsageError(f"--num-processes {count}: expected the jax backend (keras.distribution.initialize) or "
+                             f"tensorflow with TF_CONFIG, got {backend}")
     args.num_processes, args.process_id = count, index
     if count == 1:
         return
+    _check_step_budget(args)
+    if backend == "tensorflow":
+        from recipes import multi_worker
+
+        args.workers_strategy = multi_worker.strategy()
+    else:
+        keras.distribution.initialize(coordinator, count, index)
     args.joined = True
     args.distribute = True
     if index > 0:
         args.output_dir = tempfile.mkdtemp(prefix=f"keras_seq-{args.recipe}-process-{index}-")
 
 
-def _jax_processes(args):
-    from keras_seq.distribution import process_settings
-
-    coordinator, count, index = process_settings(args.coordinator, args.num_processes, args.process_id)
-    if count > 1:
-        backend = keras.backend.backend()
-        if backend != "jax":
-            raise UsageError(f"--num-processes {count}: expected the jax backend (keras.distribution.initialize) or "
-                             f"tensorflow with TF_CONFIG, got {backend}")
-        keras.distribution.initialize(coordinator, count, index)
-    return count, index
+def _check_step_budget(args):
+    """Several processes must stop and validate at the same steps: a budget in seconds or validations every
+    S seconds would follow each process's own clock, and a process left alone in a collective waits forever."""
+    for flag, value in (("--max-seconds", args.max_seconds), ("--validate-every", args.validate_every)):
+        if value is not None:
+            raise UsageError(f"{flag} {value:g} with {args.num_processes} processes: expected a budget in epochs "
+                             "(--epochs N alone), which every process ends at the same step")
 
 
 def _tensorflow_workers(args):
+    """`(count, index)` of TF_CONFIG's workers; the flags, or Keras' or torchrun's variables, must agree with it."""
+    import os
+
+    from keras_seq.distribution import PROCESS_ENVIRONMENT
     from recipes.multi_worker import tf_config_workers
 
     count, index = tf_config_workers()
-    flags = {"--num-processes": (args.num_processes, count), "--process-id": (args.process_id, index)}
-    for flag, (given, named) in flags.items():
-        if given is not None and given != named:
-            raise UsageError(f"{flag} {given}: expected {named}, what TF_CONFIG names (TensorFlow's workers are "
-                             f"TF_CONFIG's cluster.worker and task.index{'' if count > 1 else '; it is not set'})")
+    named = {"num_processes": count, "process_id": index}
+    for name, flag in (("num_processes", "--num-processes"), ("process_id", "--process-id")):
+        given = getattr(args, name)
+        if given is None:  # else the variables JAX's runs read
+            flag, given = next(((key, os.environ[key]) for key in PROCESS_ENVIRONMENT[name] if os.environ.get(key)), (flag, None))
+        if given is not None and str(given) != str(named[name]):
+            unset = "" if os.environ.get("TF_CONFIG") else "; TF_CONFIG is not set"
+            raise UsageError(f"{flag} {given}: expected {named[name]}, what TF_CONFIG names (on tensorflow the processes "
+                             f"are TF_CONFIG's cluster.worker and task.index{unset})")
+    if args.coordinator and count == 1:
+        raise UsageError(f"--coordinator {args.coordinator}: expected TF_CONFIG on tensorflow (its cluster.worker lists "
+                         "every worker's address), got none")
     return count, index
 
 
@@ -103,13 +119,15 @@ def leave_processes(args, model_path):
 
 
 def fed_batches(batches, ignored_label):
-    """What this process feeds `fit` or `evaluate` of `batches`: each padded into equal parts for the devices
-    (`rows_padded_to_multiple`), then this process's rows of it when there are several processes."""
+    """What this process feeds `fit` or `evaluate` of `batches`. On JAX: each batch padded into equal parts
+    for the devices (`rows_padded_to_multiple`), then this process's rows of it when there are several
+    processes. On TensorFlow: the batches with tf.data's `DATA` sharding, which under a
+    `MultiWorkerMirroredStrategy` gives each worker its rows of every global batch (and does nothing
+    otherwise)."""
     count, index = 1, 0
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        # Several workers (TF_CONFIG): each takes its rows of every global batch, as on JAX.
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
         return batches.with_options(options)

@@ -31,7 +31,11 @@ def tf_config_workers(environ=None):
     except (ValueError, KeyError, TypeError) as error:
         raise UsageError(f"TF_CONFIG: expected JSON with cluster.worker (a list of host:port) and task.index, "
                          f"got {text[:200]!r} ({type(error).__name__}: {error})") from None
-    if task.get("type", "worker") not in ("worker", "chief") or not 0 <= index < len(workers):
+    others = sorted(set(config["cluster"]) - {"worker"})
+    if others:
+        raise UsageError(f"TF_CONFIG: expected a cluster of workers alone (the recipes' processes are its cluster.worker, "
+                         f"worker 0 writing the outputs), got also {others}")
+    if task.get("type", "worker") != "worker" or not 0 <= index < len(workers):
         raise UsageError(f"TF_CONFIG: expected a worker task with an index in [0, {len(workers)}), got {task}")
     return len(workers), index
 

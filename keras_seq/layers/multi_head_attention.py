@@ -249,24 +249,24 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def key_value_cache(self, value, key=None):
-        """The projected keys and values of `value` (`key`: defaults to `value`) as a cache `(B, 2, S, H, key_dim)`.
+    def key_value_cache(self, value):
+        """The keys and values projected from `value` `(B, S, D)` (the key defaults to the value), as a cache
+        `(B, 2, S, H, key_dim)`.
 
         Passed as `cache` without `cache_update_index`, it is attended to as it is: a decoder
         projects the encoder outputs for cross-attention once per source, not at every step.
         """
-        key = value if key is None else key
         owner = v.owner_name(self)
         if not self.built:
             v.fail(owner, "key_value_cache", "a built layer (called once)", "an unbuilt one")
         if self.value_dim != self.key_dim:
             v.fail(owner, "value", "value_dim == key_dim (keys and values share one cache)", self.value_dim)
-        for name, tensor, kernel in (("value", value, self.value_kernel), ("key", key, self.key_kernel)):
-            v.check_rank(owner, name, tensor, 3)
-            v.check_floating(owner, name, tensor)
-            v.check_same_size(owner, name, tensor.shape[-1], kernel.shape[0], "feature size")
-        value, key = (ops.cast(x, self.compute_dtype) for x in (value, key))
-        keys = _project(key, self.key_kernel, self.key_bias)
+        v.check_rank(owner, "value", value, 3)
+        v.check_floating(owner, "value", value)
+        for kernel in (self.key_kernel, self.value_kernel):
+            v.check_same_size(owner, "value", value.shape[-1], kernel.shape[0], "feature size")
+        value = ops.cast(value, self.compute_dtype)
+        keys = _project(value, self.key_kernel, self.key_bias)
         return ops.stack((keys, _project(value, self.value_kernel, self.value_bias)), axis=1)
 
     def _project_inputs(self, query, key, value, cache, cache_update_index, cache_rows, heads_first):

@@ -229,10 +229,10 @@ class TransformerDecoderBlock(_TransformerBlock):
         self._build_feed_forward(x_shape)
 
     def call(self, x, encoder_outputs=None, decoder_padding_mask=None, encoder_padding_mask=None, cache=None,
-             cache_update_index=None, cache_rows=None, cross_attention_cache=None, training=None,
-             return_attention_scores=False):
-        self._check_call(x, encoder_outputs, cache if cross_attention_cache is None else cross_attention_cache,
-                         return_attention_scores)
+             cache_update_index=None, cache_rows=None, training=None, return_attention_scores=False,
+             cross_attention_cache=None):
+        cached = cache is not None or cross_attention_cache is not None
+        self._check_call(x, encoder_outputs, cached, return_attention_scores)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
         self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)
         x, new_cache = self._residual(x, self.self_attention_norm, self_attend, self.self_attention_dropout, training)
@@ -247,10 +247,10 @@ class TransformerDecoderBlock(_TransformerBlock):
             return x, scores
         return x if cache is None else (x, new_cache)
 
-    def _check_call(self, x, encoder_outputs, cache, return_attention_scores):
+    def _check_call(self, x, encoder_outputs, cached, return_attention_scores):
         owner = v.owner_name(self)
         v.check_rank(owner, "x", x, 3)
-        if return_attention_scores and (cache is not None or not self.has_cross_attention):
+        if return_attention_scores and (cached or not self.has_cross_attention):
             v.fail(owner, "return_attention_scores", "a block with cross-attention called without caches", "True")
         if (encoder_outputs is not None) != self.has_cross_attention:
             expected = (

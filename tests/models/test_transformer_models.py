@@ -72,6 +72,22 @@ def test_beam_search_encodes_each_source_once(rng, kind, monkeypatch):
     np.testing.assert_array_equal(again, expected)
 
 
+def test_decoding_projects_the_cross_attention_keys_once_per_source(rng, monkeypatch):
+    from keras_seq.layers import multi_head_attention
+
+    model = small_seq2seq(num_layers=2)
+    source = rng.integers(3, 12, size=(2, 7)).astype("int32")
+    expected = to_numpy(model.generate(source, 8, strategy="beam", num_beams=2))
+    cross_keys = [block.cross_attention.key_kernel for block in model.decoder_blocks]
+    projected = []
+    project = multi_head_attention._project
+    monkeypatch.setattr(multi_head_attention, "_project", lambda x, kernel, *args, **kwargs: (
+        projected.append(any(kernel is key for key in cross_keys)) or project(x, kernel, *args, **kwargs)))
+    model._compiled_decoders.clear()
+    np.testing.assert_array_equal(to_numpy(model.generate(source, 8, strategy="beam", num_beams=2)), expected)
+    assert sum(projected) == 2  # once per block (key_value_cache), however many steps are traced or run
+
+
 def test_source_padding_does_not_change_the_output(rng):
     model = small_seq2seq()
     source = np.array([[5, 6, 7, 0, 0]], "int32")

@@ -87,7 +87,7 @@ def test_two_processes_train_as_one(pairs_dir, one_process, tmp_path):
 @pytest.mark.nightly
 def test_four_processes_train_as_one(pairs_dir, one_process, tmp_path):
     output_dir = tmp_path / "out"
-    finished(start(pairs_dir, output_dir, 4))  # batches of 6 padded to 8 rows: 2 per process
+    finished(start(pairs_dir, output_dir, 4))  # batches of 6: on JAX padded to 8 rows, 2 per process; TF splits 2/2/1/1
     assert history(output_dir)["loss"] == pytest.approx(history(one_process)["loss"], rel=LOSS_TOLERANCE)
     assert history(output_dir)["val_loss"][-1] == pytest.approx(history(one_process)["val_loss"][-1], rel=LOSS_TOLERANCE)
 
@@ -152,6 +152,9 @@ def test_several_processes_on_torch_are_a_one_line_error(capsys, data_dir, tmp_p
     ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}', [],
      "TF_CONFIG: expected a worker task with an index in [0, 1)"),
     ("{not json", [], "TF_CONFIG: expected JSON with cluster.worker"),
+    ('{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "task": {"type": "chief", "index": 0}}', [],
+     "TF_CONFIG: expected a cluster of workers alone"),
+    (None, ["--coordinator", "127.0.0.1:1"], "--coordinator 127.0.0.1:1: expected TF_CONFIG on tensorflow"),
 ])
 def test_tensorflow_workers_disagreeing_with_tf_config_are_a_one_line_error(capsys, monkeypatch, data_dir, tmp_path,
                                                                             tf_config, flags, expected):
@@ -163,3 +166,27 @@ def test_tensorflow_workers_disagreeing_with_tf_config_are_a_one_line_error(caps
         recipe_main("translate", translate_argv(data_dir, tmp_path / "out", "transformer", 1, *flags))
     assert exit_info.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's workers come from TF_CONFIG")
+def test_torchrun_variables_without_tf_config_on_tensorflow_are_a_one_line_error(capsys, monkeypatch, data_dir, tmp_path):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as exit_info:
+        recipe_main("translate", translate_argv(data_dir, tmp_path / "out", "transformer", 1))
+    assert exit_info.value.code == 2
+    assert "WORLD_SIZE 2: expected 1, what TF_CONFIG names" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="several processes train on JAX and TensorFlow")
+@pytest.mark.parametrize("budget", [["--max-seconds", 60], ["--validate-every", 30]])
+def test_several_processes_take_a_budget_in_epochs_only(capsys, monkeypatch, data_dir, tmp_path, budget):
+    # Checked before the processes join: each one's own clock would stop or validate it at another step.
+    flags, variables = devices.processes_on_this_host(2, BACKEND)[0]
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    argv = [*translate_argv(data_dir, tmp_path / "out", "transformer", 1), *flags, *budget]
+    with pytest.raises(SystemExit) as exit_info:
+        recipe_main("translate", argv)
+    assert exit_info.value.code == 2
+    assert f"{budget[-2]} {budget[-1]:g} with 2 processes: expected a budget in epochs" in capsys.readouterr().err
