@@ -95,7 +95,7 @@ def keras_seq_lm(args, length):
     import keras_seq as ks
 
     return ks.models.transformer_lm(
-        args.vocabulary, length, num_layers=args.layers, hidden_dim=args.hidden, num_heads=HEADS,
+        args.vocabulary, length, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
         intermediate_dim=args.feed_forward, dropout=0.0,
     )
 
@@ -108,7 +108,7 @@ def keras_hub_lm(args):
     inputs = keras.Input((args.length,), dtype="int32")
     x = keras_hub.layers.TokenAndPositionEmbedding(args.vocabulary, args.length, args.hidden)(inputs)
     for _ in range(args.layers):
-        x = keras_hub.layers.TransformerDecoder(args.feed_forward, HEADS, normalize_first=True, dropout=0.0)(x)
+        x = keras_hub.layers.TransformerDecoder(args.feed_forward, args.heads, normalize_first=True, dropout=0.0)(x)
     x = keras.layers.LayerNormalization()(x)
     return keras.Model(inputs, keras.layers.Dense(args.vocabulary)(x))
 
@@ -125,7 +125,7 @@ def torch_lm(args, device):
             super().__init__()
             self.emb, self.pos = nn.Embedding(vocabulary, args.hidden), nn.Embedding(length, args.hidden)
             layer = nn.TransformerEncoderLayer(
-                args.hidden, HEADS, args.feed_forward, dropout=0.0, batch_first=True, norm_first=True, activation="relu"
+                args.hidden, args.heads, args.feed_forward, dropout=0.0, batch_first=True, norm_first=True, activation="relu"
             )
             self.enc = nn.TransformerEncoder(layer, args.layers, enable_nested_tensor=False)
             self.norm, self.out = nn.LayerNorm(args.hidden), nn.Linear(args.hidden, vocabulary)
@@ -298,7 +298,7 @@ def _generation_cases(args, on_error):
             def make():
                 if "backbone" not in backbone_holder:
                     backbone_holder["backbone"] = keras_hub.models.GPT2Backbone(
-                        vocabulary_size=args.vocabulary, num_layers=args.layers, num_heads=HEADS,
+                        vocabulary_size=args.vocabulary, num_layers=args.layers, num_heads=args.heads,
                         hidden_dim=args.hidden, intermediate_dim=args.feed_forward, max_sequence_length=max_length,
                     )
                 lm = keras_hub.models.GPT2CausalLM(backbone=backbone_holder["backbone"], preprocessor=None)
@@ -330,7 +330,7 @@ def _hf_generate(args, prompt):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     config = GPT2Config(
         vocab_size=args.vocabulary, n_positions=args.prompt + args.new_tokens, n_embd=args.hidden,
-        n_layer=args.layers, n_head=HEADS, n_inner=args.feed_forward,
+        n_layer=args.layers, n_head=args.heads, n_inner=args.feed_forward,
     )
     model = GPT2LMHeadModel(config).eval().to(device)
     if args.mixed_precision:
@@ -529,7 +529,7 @@ def drive(args):
         f"- Commit: {_timing.git_commit()}",
         f"- Versions: {_timing.versions()}",
         f"- Machine: {_timing.cpu_name()}, {os.cpu_count()} cores; device: {label}",
-        f"- Configuration: V={args.vocabulary}, {args.layers} pre-norm blocks, D={args.hidden}, {HEADS} heads, "
+        f"- Configuration: V={args.vocabulary}, {args.layers} pre-norm blocks, D={args.hidden}, {args.heads} heads, "
         f"FF={args.feed_forward}, T={args.length}, B={args.batch_size}; "
         f"{precision}; keras.config flash attention: {args.flash_attention}; Keras training jit_compile: "
         f"{'True' if args.jit_compile == 'on' else 'auto'}; "
@@ -565,6 +565,7 @@ def main():
     parser.add_argument("--vocabulary", type=int, default=VOCABULARY)
     parser.add_argument("--layers", type=int, default=LAYERS)
     parser.add_argument("--hidden", type=int, default=HIDDEN)
+    parser.add_argument("--heads", type=int, default=HEADS)
     parser.add_argument("--feed-forward", type=int, default=FEED_FORWARD)
     parser.add_argument("--gen-batch", type=int, default=GEN_BATCH)
     parser.add_argument("--prompt", type=int, default=PROMPT)
