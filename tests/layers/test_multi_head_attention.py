@@ -294,7 +294,7 @@ def test_torch_compile_matches_eager(qv):
     layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
     eager = to_numpy(layer(query, value))
     compiled = torch.compile(lambda q, v: layer(q, v), dynamic=False)
-    assert_close(compiled(torch.as_tensor(query), torch.as_tensor(value)), eager, atol=1e-5)
+    assert_close(compiled(keras.ops.convert_to_tensor(query), keras.ops.convert_to_tensor(value)), eager, atol=1e-5)
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch.compile is the torch backend's compiler")
@@ -308,7 +308,7 @@ def test_attention_and_block_trace_whole_under_torch_compile(rng, flash):
     else:
         keras.config.disable_flash_attention()
     try:
-        x = torch.as_tensor(rng.normal(size=(2, 5, 8)).astype("float32"))
+        x = keras.ops.convert_to_tensor(rng.normal(size=(2, 5, 8)).astype("float32"))
         attention = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
         block = ks.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=16, dropout=0.0)
         attention(x, x, use_causal_mask=True)

@@ -57,11 +57,9 @@ def _jax_gradient(layer, x, upstream):
 
 
 def _torch_gradient(layer, x, upstream):
-    import torch
-
-    x = torch.tensor(x, requires_grad=True)
-    (layer(x) * torch.tensor(upstream)).sum().backward()
-    return layer.kernel.value.grad.numpy(), x.grad.numpy()
+    x = keras.ops.convert_to_tensor(x).requires_grad_(True)  # on Keras' device (the GPU when there is one)
+    (layer(x) * keras.ops.convert_to_tensor(upstream)).sum().backward()
+    return layer.kernel.value.grad.cpu().numpy(), x.grad.cpu().numpy()
 
 
 def test_functional_model_with_unknown_batch_and_length(rng, tmp_path):

@@ -108,9 +108,7 @@ def weight_gradients(model, inputs, projection):
             return (logits * projection).sum()
 
         return [np.asarray(g) for g in jax.grad(objective)([v.value for v in model.trainable_variables])]
-    import torch
-
-    (model(feed, training=False) * torch.as_tensor(projection)).sum().backward()
+    (model(feed, training=False) * keras.ops.convert_to_tensor(projection)).sum().backward()
     return [v.value.grad.detach().cpu().numpy() for v in model.trainable_variables]
 
 
