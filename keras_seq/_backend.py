@@ -73,7 +73,7 @@ def compile_for_inference(model, function):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(function, jit_compile=True, reduce_retracing=True)
+        return tf.function(function, jit_compile=True, reduce_retracing=True, autograph=False)  # keras.ops loops: nothing to convert
     if backend == "jax":
         import jax
 

@@ -148,11 +148,14 @@ def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, mi
     return ids, score
 
 
-def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min_length, vocabulary_size):
+def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min_length, vocabulary_size, early_stop=None):
     """Beam search over `num_beams` hypotheses per sequence (rows of `ids` come in beam groups).
 
     A finished beam (its last token was `end_id`) can only be extended by padding at
     no cost, so it stops growing and keeps its score while competing with the rest.
+    With `early_stop=(n, alpha)`, a sequence stops once it has n ended beams that each
+    rank above every unfinished one (`_settle`): its unfinished beams are dropped
+    (score `_NEG_INF`), and the loop can end before every beam has.
     Returns ids `(B*K, L)`, summed log-probabilities `(B, K)` and lengths `(B, K)`.
     """
     rows, max_length = ops.shape(ids)
@@ -176,6 +179,8 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
         lengths = ops.take_along_axis(lengths, beam, axis=1) + ops.cast(ops.logical_not(done), "int32")
         if end_id is not None:
             done = ops.logical_or(done, ops.equal(token, end_id))
+        if early_stop is not None and end_id is not None:
+            done, scores = _settle(done, scores, lengths, *early_stop)
         token = ops.reshape(token, (-1, 1))
         ids = ops.slice_update(ids, (0, step), token)
         if reads_cache_rows:
@@ -193,17 +198,30 @@ def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min
     # All beams start identical: only the first may expand at the first step.
     first_only = ops.where(ops.arange(num_beams) == 0, 0.0, _NEG_INF)
     state = (
-        ops.convert_to_tensor(prompt_length, "int32"),
-        ids,
-        cache,
-        ops.tile(own_rows, (1, max_length)),
-        logits[:, -1],
-        ops.tile(first_only[None], (batch, 1)),
-        ops.zeros((batch, num_beams), "bool"),
-        ops.zeros((batch, num_beams), "int32"),
+        ops.convert_to_tensor(prompt_length, "int32"), ids, cache, ops.tile(own_rows, (1, max_length)), logits[:, -1],
+        ops.tile(first_only[None], (batch, 1)), ops.zeros((batch, num_beams), "bool"), ops.zeros((batch, num_beams), "int32"),
     )
     _, ids, _, _, _, scores, _, lengths = ops.while_loop(condition, body, state, maximum_iterations=max_length)
     return ids, scores, lengths
+
+
+def _settle(done, scores, lengths, count, alpha):
+    """Stop the sequences `(B, K)` whose `count` best ended beams outrank every unfinished one.
+
+    Ended beams are ranked by their final score (log-probability over the GNMT
+    penalty), an unfinished beam by its score at its next length, the shortest it can
+    end with. Without a penalty that is the last score it can reach (log-probabilities
+    only fall), so the search keeps its result; with one, a longer ending can still
+    win and is given up, as in the beam search of the NMT toolkits (OpenNMT,
+    CTranslate2, Hugging Face's `early_stopping=False`).
+    """
+    lowest = -3.0e38
+    ended = ops.where(done, scores / gnmt_length_penalty(lengths, alpha), lowest)
+    count_best_ended = ops.top_k(ended, count, sorted=True)[0][:, -1:]
+    unfinished = ops.where(done, lowest, scores / gnmt_length_penalty(lengths + 1, alpha))
+    settled = count_best_ended >= ops.max(unfinished, axis=1, keepdims=True)
+    scores = ops.where(ops.logical_and(settled, ops.logical_not(done)), _NEG_INF, scores)
+    return ops.logical_or(done, settled), scores
 
 
 def greedy_ragged_prompts(model, ids, prompt_lengths):
@@ -269,9 +287,11 @@ def check_lengths(model, ids, max_length):
 
 def check_generate_arguments(
     model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
-    min_length=0, start_id=1, seed=None, length_penalty=0.6,
+    min_length=0, start_id=1, seed=None, length_penalty=0.6, early_stopping=False,
 ):
     owner = _owner(model)
+    if not isinstance(early_stopping, (bool, np.bool_)):
+        v.fail(owner, "early_stopping", "True or False", repr(early_stopping))
     v.check_choice(owner, "strategy", strategy, STRATEGIES)
     v.check_positive_int(owner, "max_length", max_length)
     if not v.is_integer(min_length) or not 0 <= min_length <= max_length:
@@ -328,7 +348,10 @@ def decode(model, inputs, seed, max_length, **settings):
         ids, scores = _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length)
         return ops.reshape(ids, (batch, copies, max_length)), ops.reshape(scores, (batch, copies))
     vocabulary_size = model.decoding_vocabulary_size
-    ids, scores, lengths = _beam_loop(model, ids, cache, context, prompt_length, copies, end_id, min_length, vocabulary_size)
+    early_stop = (num_return_sequences, settings["length_penalty"]) if settings["early_stopping"] else None
+    ids, scores, lengths = _beam_loop(
+        model, ids, cache, context, prompt_length, copies, end_id, min_length, vocabulary_size, early_stop
+    )
     scores = scores / gnmt_length_penalty(lengths, settings["length_penalty"])
     order = ops.argsort(-scores, axis=-1)[:, :num_return_sequences]
     ids = ops.reshape(ids, (batch, copies, max_length))
@@ -350,6 +373,7 @@ def generate(
     num_return_sequences=1,
     seed=None,
     min_length=0,
+    early_stopping=False,
 ):
     """Decode up to `max_length` ids per row of `inputs`, one cached step per token.
 
@@ -386,6 +410,14 @@ def generate(
             point rounds apart).
         min_length: `end_id` is not generated before this position (the
             prompt or start id counts), so no sequence ends shorter.
+        early_stopping: beam search only (with an `end_id`). False: every beam
+            runs until it ends or reaches `max_length`, and the length penalty
+            ranks them all. True: a row stops once `num_return_sequences` of its
+            beams have ended and rank above every unfinished beam (scored at its
+            next length), as the NMT toolkits do; only ended beams are returned.
+            Faster, above all for a weak model whose beams wander to
+            `max_length`. Without a length penalty the result is the same; with
+            one, a longer beam that would have ended later and won is lost.
 
     Returns:
         int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
@@ -404,7 +436,7 @@ def generate(
     ids = model._input_ids(inputs)
     check_generate_arguments(
         model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
-        min_length, start_id, seed, length_penalty,
+        min_length, start_id, seed, length_penalty, early_stopping,
     )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
@@ -420,6 +452,7 @@ def generate(
         start_id=int(start_id),
         num_return_sequences=int(num_return_sequences),
         min_length=int(min_length),
+        early_stopping=bool(early_stopping),
     )
     shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
     key = (tuple(sorted(settings.items())), shapes)

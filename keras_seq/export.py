@@ -43,22 +43,49 @@ def _serving_module(owner, model, **vocabularies):
     return module
 
 
-def _save(module, path, function):
-    """Save `module` with `function` as its named signature and the serving default."""
+def _save(module, path, function, *more):
+    """Save `module` with each function as its named signature, the first also as the serving default."""
     import tensorflow as tf
 
-    name = function.__name__
-    setattr(module, name, function)
-    tf.saved_model.save(module, path, signatures={name: function, "serving_default": function})
+    signatures = {"serving_default": function}
+    for each in (function, *more):
+        setattr(module, each.__name__, each)
+        signatures[each.__name__] = each
+    tf.saved_model.save(module, path, signatures=signatures)
 
 
-def export_translator(model, source_vocabulary, target_vocabulary, path, source_length, max_length, num_beams=4, length_penalty=0.6):
-    """Write a SavedModel whose `translate(strings (B,)) -> strings (B,)` runs beam search.
+def _few_shapes(ids, source_length):
+    """`ids` `(B, S)` padded to a power of two of rows (repeating its rows) and to a multiple of 16 ids.
 
-    Sources are tokenized with `source_vocabulary`, cut to `source_length` ids and
-    right-padded to it (a fixed width, so results do not depend on the batch);
-    translations of at most `max_length` ids (start id included) are decoded with
-    `num_beams` beams and the GNMT length penalty, and joined back into text.
+    XLA compiles the decoding once per input shape (seconds each): this bounds the
+    shapes a server meets to a few per power of two. Padded ids are masked and
+    repeated rows are decoded like the originals, then dropped; an empty batch
+    becomes one row of padding.
+    """
+    import tensorflow as tf
+
+    batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
+    ids = tf.concat([ids, tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
+    powers = 2 ** tf.range(31)
+    rows = tf.reduce_min(tf.where(powers >= batch, powers, powers[-1]))
+    padded_width = tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
+    ids = tf.pad(ids, [[0, 0], [0, padded_width - width]])
+    return tf.gather(ids, tf.range(rows) % tf.shape(ids)[0])
+
+
+def export_translator(
+    model, source_vocabulary, target_vocabulary, path, source_length, max_length, num_beams=4, length_penalty=0.6,
+    early_stopping=False,
+):
+    """Write a SavedModel that translates strings `(B,)` to strings `(B,)`, by beam search or greedily.
+
+    Two signatures: `translate` runs beam search with `num_beams` beams, the GNMT
+    length penalty and `early_stopping` (see `keras_seq.decoding.generate`);
+    `translate_greedy` takes the most likely id at each step. Sources are tokenized
+    with `source_vocabulary` and cut to `source_length` ids; translations of at most
+    `max_length` ids (start id included) are joined back into text. The decoding runs
+    as one XLA program per input shape, compiled at its first call (graph mode would
+    run each step's operations one by one); `_few_shapes` keeps the shapes few.
     """
     import tensorflow as tf
 
@@ -66,18 +93,28 @@ def export_translator(model, source_vocabulary, target_vocabulary, path, source_
     from keras_seq.data import text
 
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
+    strategies = {
+        "translate": dict(strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping),
+        "translate_greedy": dict(strategy="greedy"),
+    }
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
-    def translate(sentences):
-        ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length]
-        ids = ids.to_tensor(shape=[None, source_length])
-        best, _ = decoding.decode(
-            module.model, ids, tf.constant(0), max_length, strategy="beam", num_beams=num_beams,
-            length_penalty=length_penalty, end_id=text.END, start_id=text.START,
-        )
-        return target_vocabulary.decode(best[:, 0], table=module.target_table)
+    def signature(name, settings):
+        @tf.function(jit_compile=True, autograph=False)
+        def decode(ids):
+            best, _ = decoding.decode(
+                module.model, ids, tf.constant(0), max_length, end_id=text.END, start_id=text.START, **settings
+            )
+            return best[:, 0]
 
-    _save(module, path, translate)
+        def translate(sentences):
+            ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
+            best = decode(_few_shapes(ids, source_length))[: tf.shape(sentences)[0]]
+            return target_vocabulary.decode(best, table=module.target_table)
+
+        translate.__name__ = name
+        return tf.function(translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+
+    _save(module, path, *(signature(name, settings) for name, settings in strategies.items()))
 
 
 def export_classifier(model, vocabulary, labels, path, sequence_length):

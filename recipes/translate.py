@@ -16,6 +16,7 @@ translated best on real data within the budget (benchmarks/RESULTS.md).
     python -m recipes.translate --tfds ted_hrlr_translate/pt_to_en --max-seconds 3600
 """
 
+import importlib.util
 import os
 import time
 
@@ -83,12 +84,18 @@ def parse(argv=None):
     common.add_validation_flags(p, "BLEU", warmup=0.05)
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
     p.add_argument("--length-penalty", type=float, default=1.4, help="GNMT length penalty alpha of the beam search")
+    p.add_argument("--early-stopping", action="store_true",
+                   help="beam search ends a sentence once its best ended beam outranks the unfinished ones (faster for a "
+                        "weak model; with a length penalty it can give up a longer translation that would have won)")
     p.add_argument("--validate-sentences", type=int, default=300, metavar="N",
                    help="valid sentences translated greedily after each epoch for the validation BLEU")
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
     p.add_argument("--input-feeding", action="store_true",
                    help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
                         "into the GRU; Bahdanau et al., 2015, appendix A), run step by step")
+    p.add_argument("--export-ctranslate2", action="store_true",
+                   help="transformer only: also write the trained model as a CTranslate2 model, OUTPUT_DIR/ctranslate2 "
+                        "(keras_seq.ctranslate2; needs the ctranslate2 package)")
     return p.parse_args(argv)
 
 
@@ -214,6 +221,12 @@ def run(args):
     started = time.monotonic()
     if args.input_feeding and args.model != "rnn-attention":
         raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
+    if args.export_ctranslate2 and args.model != "transformer":
+        raise common.UsageError(f"--export-ctranslate2: expected --model transformer (CTranslate2 serves Transformers), "
+                                f"got --model {args.model}")
+    if args.export_ctranslate2 and importlib.util.find_spec("ctranslate2") is None:
+        raise common.UsageError("--export-ctranslate2: expected the ctranslate2 package (pip install "
+                                "'keras-seq[ctranslate2]'), found none installed")
     if args.subword_sampling and (args.vocabulary != "subword" or not 0 < args.subword_sampling <= 1):
         raise common.UsageError(f"--subword-sampling: expected a number in (0, 1] with --vocabulary subword, "
                                 f"got {args.subword_sampling:g} with --vocabulary {args.vocabulary}")
@@ -262,8 +275,12 @@ def run(args):
     exported = time.monotonic()
     translator = common.export_and_load(
         args, "translate", vocab, source_length=length, max_length=length, num_beams=args.num_beams,
-        length_penalty=args.length_penalty,
+        length_penalty=args.length_penalty, early_stopping=args.early_stopping,
     )
+    if args.export_ctranslate2:
+        from keras_seq.ctranslate2 import export_ctranslate2
+
+        export_ctranslate2(model, vocab["source"], vocab["target"], os.path.join(args.output_dir, "ctranslate2"))
     export_seconds = time.monotonic() - exported
     sources = [s for s, _ in valid_pairs]
     references = [t for _, t in valid_pairs]

@@ -94,6 +94,60 @@ def test_length_penalty_changes_the_choice_as_the_gnmt_formula_says():
     np.testing.assert_allclose(scores[0], [-1.2 / ((5 + 3) / 6), -1.0 / ((5 + 1) / 6)], atol=1e-4)
 
 
+def test_early_stopping_ends_a_row_once_its_best_beams_have_ended():
+    # The short START END (-1.0) is the likeliest once B's branch passes below it; with the GNMT
+    # penalty at alpha 1 the long START A B END (-1.2 over 3 tokens) wins only if search goes on.
+    step = math.exp(-(1.2 + math.log(0.6)) / 2)
+    model = chain({START: {END: math.exp(-1.0), A: 0.6}, A: {B: step}, B: {END: step}}, vocabulary_size=6)
+    settings = dict(strategy="beam", num_beams=2, end_id=END, length_penalty=1.0, num_return_sequences=2)
+    full_ids, full_scores = run(model, [[START]], 5, **settings)
+    early_ids, early_scores = run(model, [[START]], 5, early_stopping=True, **settings)
+    assert list(full_ids[0, 0]) == [START, A, B, END, 0]
+    # A B END falls below START END at its third token: both ended, so the row stops with the same two.
+    np.testing.assert_array_equal(early_ids, full_ids)
+    np.testing.assert_allclose(early_scores, full_scores, atol=1e-5)
+    # Under a strong penalty (alpha 2) START END ends at -0.598 and the unfinished START A scores
+    # -0.916 / (7/6)^2 = -0.673 at its next length: the row stops. The full search goes on and ranks
+    # START A B END first: -0.936 / (8/6)^2 = -0.526.
+    model = chain({START: {END: 0.55, A: 0.40}, A: {B: 0.99}, B: {END: 0.99}}, vocabulary_size=6)
+    settings = dict(strategy="beam", num_beams=2, end_id=END, length_penalty=2.0)
+    assert list(run(model, [[START]], 5, **settings)[0]) == [START, A, B, END, 0]
+    assert list(run(model, [[START]], 5, early_stopping=True, **settings)[0]) == [START, END, 0, 0, 0]
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_early_stopping_keeps_the_full_search_ranking_by_log_probability(count):
+    """Without a length penalty no unfinished beam can pass an ended one: the same ids and scores."""
+    rng = np.random.default_rng(count)
+    table = rng.dirichlet(np.ones(9) * 0.3, size=9)
+    table[:, END] += 0.15
+    model = MarkovChain(table)
+    prompt = [[1], [3], [5], [7], [8]]
+    settings = dict(strategy="beam", num_beams=4, end_id=END, length_penalty=0.0, num_return_sequences=count)
+    full = run(model, prompt, 12, **settings)
+    early = run(model, prompt, 12, early_stopping=True, **settings)
+    if count == 1:
+        np.testing.assert_array_equal(early, full)
+    else:
+        np.testing.assert_array_equal(early[0], full[0])
+        np.testing.assert_allclose(early[1], full[1], atol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="counts the steps of torch's eager loop")
+def test_early_stopping_ends_the_loop_before_every_beam_has_ended():
+    # END is likeliest after START; every other token leads on to anything but END for a while.
+    model = chain({START: {END: 0.7, A: 0.2, B: 0.1}, A: {A: 0.5, B: 0.5}, B: {A: 0.5, B: 0.5}})
+    steps = []
+    step = model._decoding_step
+    model._decoding_step = lambda *args: (steps.append(1), step(*args))[1]
+    settings = dict(strategy="beam", num_beams=3, end_id=END, max_length=10)
+    ids = decoding.generate(model, np.asarray([[START]], "int32"), **settings)
+    full_steps, steps[:] = len(steps), []
+    early = decoding.generate(model, np.asarray([[START]], "int32"), early_stopping=True, **settings)
+    assert list(to_numpy(early)[0]) == list(to_numpy(ids)[0]) == [START, END] + [0] * 8
+    assert full_steps == 10 and len(steps) == 2  # the prompt, then the step that ended the best beam
+
+
 def test_finished_sequences_are_padded_and_keep_their_score():
     model = chain({START: {END: 0.9}})
     ids, scores = run(model, [[START], [START]], 5, end_id=END, num_return_sequences=2, strategy="sample", seed=0)
@@ -192,6 +246,8 @@ def test_top_k_past_the_vocabulary_keeps_every_id_and_numpy_scalars_are_accepted
         run(model, prompt, 5, end_id=np.int64(6))
     with pytest.raises(ValueError, match=r"end_id"):
         run(model, prompt, 5, end_id=True)
+    with pytest.raises(ValueError, match=r"early_stopping.*True or False.*'yes'"):
+        run(model, prompt, 5, strategy="beam", early_stopping="yes")
 
 
 def test_num_return_sequences_shapes_and_scores():

@@ -156,6 +156,12 @@ def test_input_feeding_without_attention(capsys, data_dir, tmp_path):
     assert "--input-feeding: expected --model rnn-attention, got --model rnn" in line
 
 
+def test_ctranslate2_export_of_an_rnn(capsys, data_dir, tmp_path):
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "rnn", 1, "--export-ctranslate2"))
+    assert "--export-ctranslate2: expected --model transformer (CTranslate2 serves Transformers), got --model rnn" in line
+    assert not (tmp_path / "out" / "model.keras").exists()
+
+
 def test_unknown_tfds_name(capsys, tmp_path):
     line = error_line(capsys, "classify", ["--tfds", "no_such_set_anywhere", "--output-dir", tmp_path / "out"])
     assert "--tfds no_such_set_anywhere: no TensorFlow Datasets set of that name" in line

@@ -1,0 +1,83 @@
+"""`export_translator`: its two signatures decode as `generate` does, whatever the batch around a sentence."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_seq as ks
+from keras_seq import export
+from keras_seq.data import text
+
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="export_translator writes a TensorFlow SavedModel; other backends export through export_run's "
+    "TensorFlow process (tests/recipes/test_recipe_export.py)",
+)
+SOURCE_LENGTH, MAX_LENGTH = 8, 10
+SENTENCES = ["w1 w2 w3", "w4", "w5 w6 w7 w8 w9 w10 w11 w12 w13 w14", "w2 w2 w15", "w16 w17 w3 w9 w1"]
+
+
+@pytest.fixture(scope="module")
+def translator(tmp_path_factory):
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(3)
+    vocabulary = text.Vocabulary([f"w{i}" for i in range(1, 20)])
+    model = ks.models.transformer_seq2seq(
+        len(vocabulary), len(vocabulary), SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2,
+        intermediate_dim=64, dropout=0.0,
+    )
+    exported = {}
+    for early_stopping in (False, True):
+        path = str(tmp_path_factory.mktemp("export"))
+        export.export_translator(model, vocabulary, vocabulary, path, SOURCE_LENGTH, MAX_LENGTH, num_beams=3,
+                                 length_penalty=0.6, early_stopping=early_stopping)
+        exported[early_stopping] = tf.saved_model.load(path)
+    return model, vocabulary, exported
+
+
+def generated(model, vocabulary, sentences, **settings):
+    ids = vocabulary.encode(sentences)[:, :SOURCE_LENGTH].to_tensor(shape=[None, SOURCE_LENGTH]).numpy()
+    best = model.generate(ids, MAX_LENGTH, end_id=text.END, start_id=text.START, **settings)
+    return [s.decode() for s in vocabulary.decode(keras.ops.convert_to_numpy(best)).numpy()]
+
+
+def served(function, sentences):
+    import tensorflow as tf
+
+    return [s.decode() for s in function(tf.constant(sentences, tf.string)).numpy()]
+
+
+@pytest.mark.parametrize("early_stopping", [False, True])
+def test_translate_is_generates_beam_search_and_translate_greedy_its_greedy(translator, early_stopping):
+    model, vocabulary, exported = translator
+    beam = generated(model, vocabulary, SENTENCES, strategy="beam", num_beams=3, length_penalty=0.6,
+                     early_stopping=early_stopping)
+    assert served(exported[early_stopping].translate, SENTENCES) == beam
+    assert served(exported[early_stopping].translate_greedy, SENTENCES) == generated(model, vocabulary, SENTENCES)
+    assert any(beam)
+
+
+def test_a_sentence_translates_the_same_alone_and_in_any_batch(translator):
+    _, _, exported = translator
+    for function in (exported[False].translate, exported[False].translate_greedy):
+        together = served(function, SENTENCES)
+        assert [served(function, [s])[0] for s in SENTENCES] == together
+        assert served(function, SENTENCES[:3]) == together[:3]
+        assert served(function, SENTENCES * 7) == together * 7  # 35 rows, decoded as 64
+        assert served(function, []) == []
+
+
+def test_few_shapes_pads_rows_to_a_power_of_two_and_width_to_a_multiple_of_16():
+    import tensorflow as tf
+
+    ids = tf.constant(np.arange(1, 16).reshape(5, 3), tf.int32)
+    padded = export._few_shapes(ids, 40).numpy()
+    assert padded.shape == (8, 16)
+    np.testing.assert_array_equal(padded[:5, :3], ids.numpy())
+    np.testing.assert_array_equal(padded[5:, :3], ids.numpy()[:3])  # repeated rows
+    assert not padded[:, 3:].any()
+    assert export._few_shapes(ids, 10).numpy().shape == (8, 10)  # never wider than the model's source length
+    assert not export._few_shapes(tf.zeros((0, 0), tf.int32), 10).numpy().any()  # one row of padding
+    assert export._few_shapes(tf.zeros((0, 0), tf.int32), 10).numpy().shape == (1, 10)
+    assert export._few_shapes(ids[:1, :0], 10).numpy().shape == (1, 10)
