@@ -13,20 +13,24 @@ pytestmark = pytest.mark.skipif(
     reason="export_translator writes a TensorFlow SavedModel; other backends export through export_run's "
     "TensorFlow process (tests/recipes/test_recipe_export.py)",
 )
-SOURCE_LENGTH, MAX_LENGTH = 8, 10
-SENTENCES = ["w1 w2 w3", "w4", "w5 w6 w7 w8 w9 w10 w11 w12 w13 w14", "w2 w2 w15", "w16 w17 w3 w9 w1"]
+# Sources are padded to 16 ids, short of the models' 20: the padding width must not matter.
+SOURCE_LENGTH, MAX_LENGTH = 20, 10
+SENTENCES = ["w1 w2 w3", "w4", " ".join(f"w{i % 19 + 1}" for i in range(25)), "w2 w2 w15", "w16 w17 w3 w9 w1"]
+MODELS = {
+    "transformer": lambda size: ks.models.transformer_seq2seq(
+        size, size, SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.0
+    ),
+    "rnn_attention": lambda size: ks.models.rnn_seq2seq(size, size, embedding_dim=16, units=16, attention="bahdanau"),
+}
 
 
-@pytest.fixture(scope="module")
-def translator(tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def translator(request, tmp_path_factory):
     import tensorflow as tf
 
     keras.utils.set_random_seed(3)
     vocabulary = text.Vocabulary([f"w{i}" for i in range(1, 20)])
-    model = ks.models.transformer_seq2seq(
-        len(vocabulary), len(vocabulary), SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2,
-        intermediate_dim=64, dropout=0.0,
-    )
+    model = MODELS[request.param](len(vocabulary))
     exported = {}
     for early_stopping in (False, True):
         path = str(tmp_path_factory.mktemp("export"))
