@@ -15,13 +15,13 @@ import keras
 from recipes.devices import UsageError
 
 
-def tf_config_workers(environ=None):
+def tf_config_workers():
     """`(number of workers, this worker's index)` that `TF_CONFIG` names; `(1, 0)` without it.
 
     `TF_CONFIG` is TensorFlow's cluster description: `{"cluster": {"worker": ["host:port", ...]},
     "task": {"type": "worker", "index": i}}`, the same list on every worker.
     """
-    text = (os.environ if environ is None else environ).get("TF_CONFIG")
+    text = os.environ.get("TF_CONFIG")
     if not text:
         return 1, 0
     try:
