@@ -11,7 +11,8 @@ backend-agnostic public equivalent in Keras 3:
 * which attention layout is fastest on the device at hand (`heads_first_attention`,
   `single_query_reads_whole_cache`), and which flash-attention flag to hand Keras
   (`flash_attention_flag`);
-* the `tf.data` options of pipelines too small to autotune (`tf_data_without_autotuning`);
+* the `tf.data` options of pipelines too small to autotune (`tf_data_without_autotuning`), and
+  whether a train step is compiled anew for each input shape (`compiles_each_input_shape`);
 * the fastest exact cross-entropy of each backend (`target_nll_from_logits`), and the form
   of the seed a compiled decoder takes (`decoding_seed`).
 """
@@ -172,6 +173,20 @@ def _jax_on_the_cpu():
     import jax
 
     return jax.default_backend() == "cpu"
+
+
+def compiles_each_input_shape():
+    """Whether `model.fit`'s step is compiled once per input shape by default.
+
+    JAX always compiles (`jax.jit`); Keras' `jit_compile="auto"` turns XLA on for TensorFlow only
+    where an accelerator is visible; torch runs eagerly. Pipelines pad to few shapes where it is.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return any(device.device_type != "CPU" for device in tf.config.list_physical_devices())
+    return backend == "jax"
 
 
 def tf_data_without_autotuning():

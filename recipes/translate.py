@@ -240,7 +240,7 @@ def run(args):
     if args.subword_sampling:
         source, target = sampled_splits((source, target), kept, vocab, args.subword_sampling, args.seed)
         variants = SAMPLED_SPLITS
-    # Batches are padded up to a bucket edge, so the model's lengths are the largest edge.
+    # Batches are padded at most to the largest bucket edge: the model's lengths.
     length = pipeline.bucket_edges(longest)[-1]
     sizes = f"one joint {args.vocabulary} vocabulary of {len(vocab['source'])}" if vocab["source"] is vocab["target"] else (
         f"{args.vocabulary} vocabularies {len(vocab['source'])} / {len(vocab['target'])}")
@@ -337,23 +337,19 @@ def training_ids(train_pairs, vocab, max_length):
 
 def sampled_splits(best, pairs, vocab, alpha, seed, splits=SAMPLED_SPLITS):
     """`splits` encodings of `pairs`, one block after the other, each pair's subwords drawn anew
-    (`SubwordVocabulary.sample`). A pair whose draw would change its length bucket keeps its best
-    split (`best`: the `(source, target)` of `training_ids`), so every block makes the same batches
-    per epoch and a step count is a data position on `--resume`."""
-    edges = tf.constant(pipeline.bucket_edges(int(tf.reduce_max(tf.concat([ids.row_lengths() for ids in best], 0)))))
-
-    def bucket(source, target):
-        longest = tf.maximum(source.row_lengths(), target.row_lengths())
-        return tf.searchsorted(tf.cast(edges, longest.dtype), longest, side="left")
-
+    (`SubwordVocabulary.sample`). A pair whose draw is longer than the longest best split (`best`:
+    the `(source, target)` of `training_ids`, which set the model's lengths) keeps its best split.
+    Every block has as many batches per epoch (`padded_batches` counts examples, not lengths), so
+    a step count is a data position on `--resume`."""
+    longest = tf.reduce_max(tf.concat([ids.row_lengths() for ids in best], 0))
     texts = [[pair[index] for pair in pairs] for index in (0, 1)]
     rows = tf.range(len(pairs), dtype=tf.int64)
     blocks = []
     for split in range(splits):
         drawn = [vocab[side].sample(texts[index], alpha, seed=seed * 1000 + 2 * split + index, add_start=index == 1,
                                     add_end=index == 1) for index, side in enumerate(("source", "target"))]
-        moved = tf.not_equal(bucket(*drawn), bucket(*best))
-        chosen = tf.where(moved, rows + len(pairs), rows)
+        too_long = tf.reduce_max(tf.stack([ids.row_lengths() for ids in drawn]), axis=0) > longest
+        chosen = tf.where(too_long, rows + len(pairs), rows)
         blocks.append([tf.gather(tf.concat([d, b], 0), chosen) for d, b in zip(drawn, best)])
     return tf.concat([block[0] for block in blocks], 0), tf.concat([block[1] for block in blocks], 0)
 

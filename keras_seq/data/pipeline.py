@@ -1,94 +1,125 @@
-"""One `tf.data` pipeline for every recipe: id sequences bucketed by length and padded.
+"""One `tf.data` pipeline for every recipe: id sequences batched with others of about their length, padded.
 
-Batches are padded to the upper edge of their length bucket (8, 16, 32, ... ids), so
-a compiled train step sees a handful of shapes instead of one per batch, and little
-compute goes to padding. Each epoch is shuffled by a draw keyed by `(seed, epoch)`: epoch e has the
-same order whether a run goes straight through or resumes at e after a stop.
+Each epoch is cut into pools of `pool_batches` batches; a pool is sorted by length and cut into
+batches, so a batch holds sequences of about one length and little compute goes to padding
+(the pooled sorting of Ott et al., 2018, "Scaling Neural Machine Translation", sec. 4, without
+its token budget). A batch is padded to its longest sequence where the train step takes any
+shape (TensorFlow on a CPU, torch), and to the next bucket edge where each new shape is compiled
+(JAX; TensorFlow with an accelerator), so that a compiled step sees a handful of shapes. Each
+epoch is shuffled by a draw keyed by `(seed, epoch)`: epoch e has the same order whether a run goes
+straight through or resumes at e after a stop.
 """
 
 import tensorflow as tf
 
 from keras_seq import _backend
 
+POOL_BATCHES = 100  # batches sorted together: within a pool, lengths vary little from batch to batch
+PAD_TO = ("auto", "longest", "edges")
+
 
 def bucket_edges(max_length, smallest=8):
-    """Padded lengths 8, 16, 32, ... below `max_length`, then `max_length` itself.
+    """Padded lengths `smallest`, ... below `max_length`, each at most a quarter above the last, then `max_length`.
 
-    The last edge is the longest sequence rather than the next power of two: a
-    window of 65 tokens is padded to 65, not 128 (twice the recurrent steps).
+    From 8: 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ... (a step of an eighth to a quarter of the
+    length): a sequence is padded by at most a quarter of its length, in four shapes per doubling.
+    The last edge is the longest sequence itself: a window of 65 tokens is padded to 65.
     """
     edges = [smallest]
-    while edges[-1] * 2 < max_length:
-        edges.append(edges[-1] * 2)
-    if max_length > smallest:
-        edges.append(max_length)
+    while edges[-1] < max_length:
+        step = max(2, 1 << max(0, (edges[-1] // 4).bit_length() - 1))  # the largest power of two <= edge / 4
+        edges.append(min(edges[-1] + step, max_length))
     return edges
 
 
-def _example_reader(features):
-    """`(count, example(i))`: the number of examples and a function giving example i as a dict of 1-D id tensors."""
+def _pads_to_edges(pad_to):
+    if pad_to == "auto":
+        return _backend.compiles_each_input_shape()
+    return pad_to == "edges"
+
+
+def _ragged_columns(features):
+    """`(count, {name: (flat ids, row splits)})` of the feature columns, which must have equal row counts."""
     columns = {}
     for name, rows in features.items():
-        columns[name] = rows if isinstance(rows, tf.RaggedTensor) else tf.ragged.constant(rows, dtype=tf.int32)
-    ids = {name: rows.flat_values for name, rows in columns.items()}
-    spans = {name: (rows.row_starts(), rows.row_lengths()) for name, rows in columns.items()}
-
-    def example(i):
-        return {name: ids[name][start[i] : start[i] + length[i]] for name, (start, length) in spans.items()}
-
-    return int(next(iter(columns.values())).nrows()), example
+        rows = rows if isinstance(rows, tf.RaggedTensor) else tf.ragged.constant(rows, dtype=tf.int32)
+        columns[name] = (rows.flat_values, rows.row_splits)
+    counts = {name: int(splits.shape[0]) - 1 for name, (_, splits) in columns.items()}
+    if len(set(counts.values())) > 1:
+        raise ValueError(f"padded_batches: `features` expected columns of equal row counts, got {counts}")
+    return next(iter(counts.values()), 0), columns
 
 
-def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1, variants=1):
+def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1, variants=1,
+                   pad_to="auto", pool_batches=POOL_BATCHES):
     """Batches of `to_model_inputs(padded features)` for epochs `first_epoch .. epochs-1`.
+
+    Every epoch has `ceil(examples / batch_size)` batches: full ones and, last in its pool, one short.
 
     Args:
         features: dict of name -> id sequences (a ragged tensor or lists of lists),
             one row per example; sequences past `max_length` must be dropped first.
         batch_size: examples per batch.
-        max_length: the longest sequence; sets the largest bucket.
-        to_model_inputs: maps the dict of padded `(B, L)` int32 tensors to what
-            `model.fit` takes, e.g. `(inputs, targets)`.
-        seed: shuffles each epoch by a stateless draw keyed by `(seed, epoch)`; None keeps the order.
+        max_length: the longest sequence; sets the largest bucket edge.
+        to_model_inputs: maps the dict of padded `(B, L)` int32 tensors (every column
+            padded to one width) to what `model.fit` takes, e.g. `(inputs, targets)`.
+        seed: shuffles each epoch (the examples before pooling, then the batches) by a stateless
+            draw keyed by `(seed, epoch)`; None keeps the order: pools in turn, each sorted by length.
         variants: the rows hold this many encodings of the same examples, one block
             after the other (e.g. subword splits drawn anew); epoch e reads block `e % variants`.
+        pad_to: "longest" pads a batch to its longest sequence; "edges" to the smallest
+            `bucket_edges(max_length)` edge that holds it (the short batch to the largest,
+            one shape every epoch); "auto" picks "edges" where the backend compiles each
+            input shape (`_backend.compiles_each_input_shape`), else "longest".
+        pool_batches: batches per pool sorted by length (larger pools: less padding, batches
+            less varied in what they hold).
     """
-    rows, example = _example_reader(features)
+    rows, columns = _ragged_columns(features)
     count = rows // variants
     if count * variants != rows:
         raise ValueError(f"padded_batches: `variants` expected to divide the {rows} rows into equal blocks, got {variants}")
-    edges = bucket_edges(max_length)
-    names = list(features)
-
-    def length(example):
-        return tf.reduce_max(tf.stack([tf.shape(example[name])[0] for name in names]))
+    if pad_to not in PAD_TO:
+        raise ValueError(f"padded_batches: `pad_to` expected one of {PAD_TO}, got {pad_to!r}")
+    if batch_size < 1 or pool_batches < 1:
+        raise ValueError(f"padded_batches: `batch_size` and `pool_batches` expected >= 1, got {batch_size} and {pool_batches}")
+    edges = tf.constant(bucket_edges(max_length) if _pads_to_edges(pad_to) else [], tf.int32)
+    lengths = tf.reduce_max(tf.stack([splits[1:] - splits[:-1] for _, splits in columns.values()]), axis=0)
+    batch_count = -(-count // batch_size)
 
     def one_epoch(epoch):
-        order = tf.range(count, dtype=tf.int64)
+        block = (epoch % variants) * count
+        order, batch_order = tf.range(count, dtype=tf.int64), tf.range(batch_count, dtype=tf.int64)
         if seed is not None:
             # A stateless draw keyed by (seed, epoch): epoch e's order is the same whether a run
             # goes straight through or resumes at e, and however often Keras iterates the data.
-            keys = tf.random.stateless_uniform([count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
-            order = tf.argsort(keys, stable=True)
-        order = tf.cast(order, tf.int64) + (epoch % variants) * count
-        return tf.data.Dataset.from_tensor_slices(order).map(example).bucket_by_sequence_length(
-            length,
-            bucket_boundaries=[edge + 1 for edge in edges[:-1]],
-            bucket_batch_sizes=[batch_size] * len(edges),
-            pad_to_bucket_boundary=False,
+            keys = tf.random.stateless_uniform([count + batch_count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+            order, batch_order = tf.argsort(keys[:count], stable=True), tf.argsort(keys[count:], stable=True)
+        order = tf.cast(order, tf.int64) + block
+        pool = tf.range(count, dtype=tf.int64) // (pool_batches * batch_size)
+        key = pool * (max_length + 1) + tf.cast(tf.gather(lengths, order), tf.int64)
+        order = tf.gather(order, tf.argsort(key, stable=True))
+        return tf.data.Dataset.from_tensor_slices(tf.cast(batch_order, tf.int64)).map(
+            lambda index: _padded_batch(columns, order[index * batch_size : (index + 1) * batch_size], batch_size, edges)
         )
 
     # One dataset per epoch, made as it is reached: `epochs` may be very large (training to a time budget).
     batches = tf.data.Dataset.range(first_epoch, epochs).flat_map(one_epoch)
-    batches = batches.map(lambda example: to_model_inputs(_padded_to_edge(example, edges)), num_parallel_calls=tf.data.AUTOTUNE)
+    batches = batches.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return batches.prefetch(2).with_options(_backend.tf_data_without_autotuning())  # see there: why
 
 
-def _padded_to_edge(batch, edges):
-    """Pad every `(B, L)` column to the smallest edge >= the longest column (one shape per bucket)."""
-    longest = tf.reduce_max(tf.stack([tf.shape(column)[1] for column in batch.values()]))
-    edges = tf.constant(edges)
-    width = tf.gather(edges, tf.argmax(tf.cast(edges >= longest, tf.int32)))
+def _padded_batch(columns, rows, batch_size, edges):
+    """The examples `rows`, every column padded to one width: the longest (at least 1), or an edge.
+
+    With edges: the smallest edge that holds the longest; a short batch (fewer than `batch_size`
+    rows) the largest edge, so that it has one shape whatever it holds.
+    """
+    batch = {name: tf.gather(tf.RaggedTensor.from_row_splits(ids, splits, validate=False), rows).to_tensor()
+             for name, (ids, splits) in columns.items()}
+    width = tf.maximum(tf.reduce_max(tf.stack([tf.shape(column)[1] for column in batch.values()])), 1)
+    if edges.shape[0]:
+        fitting = tf.gather(edges, tf.argmax(tf.cast(edges >= width, tf.int32)))
+        width = tf.where(tf.shape(rows)[0] < batch_size, edges[-1], fitting)
     return {name: tf.pad(column, [[0, 0], [0, width - tf.shape(column)[1]]]) for name, column in batch.items()}
 
 

@@ -1,5 +1,6 @@
-"""keras_seq.data.pipeline: bucketed, padded, per-epoch shuffled batches."""
+"""keras_seq.data.pipeline: pooled, length-sorted, padded, per-epoch shuffled batches."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,28 +10,33 @@ from keras_seq.data import pipeline
 
 @pytest.mark.parametrize(
     "longest, edges",
-    [(1, [8]), (8, [8]), (9, [8, 9]), (16, [8, 16]), (17, [8, 16, 17]), (64, [8, 16, 32, 64]), (65, [8, 16, 32, 64, 65])],
+    [(1, [8]), (8, [8]), (9, [8, 9]), (16, [8, 10, 12, 14, 16]), (17, [8, 10, 12, 14, 16, 17]),
+     (66, [8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 66]),
+     (129, [8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 129])],
 )
 def test_bucket_edges(longest, edges):
     assert pipeline.bucket_edges(longest) == edges
 
 
-def test_bucket_edges_smallest():
-    assert pipeline.bucket_edges(20, smallest=4) == [4, 8, 16, 20]
+def test_bucket_edges_pad_by_at_most_a_quarter():
+    edges = pipeline.bucket_edges(1000)
+    assert all(b - a <= a / 4 for a, b in zip(edges, edges[1:]))
+    assert pipeline.bucket_edges(20, smallest=4) == [4, 6, 8, 10, 12, 14, 16, 20]
 
 
 def examples(count=45, seed=0):
-    """Rows whose first source id (1-based) names the example; lengths 1..40 so several buckets fill."""
+    """Rows whose first source id (1-based) names the example; lengths 1..40 so several widths come up."""
     rng = np.random.default_rng(seed)
     source = [[i + 1] + rng.integers(1, 50, size=rng.integers(0, 30)).tolist() for i in range(count)]
     target = [rng.integers(1, 50, size=rng.integers(1, 41)).tolist() for _ in range(count)]
     return {"source": source, "target": target}
 
 
-def batches_of(features, batch_size, max_length, seed=None, first_epoch=0, epochs=1, ragged=False):
+def batches_of(features, batch_size, max_length, seed=None, first_epoch=0, epochs=1, ragged=False, **options):
     if ragged:
         features = {name: tf.ragged.constant(rows, dtype=tf.int32) for name, rows in features.items()}
-    data = pipeline.padded_batches(features, batch_size, max_length, lambda b: (b["source"], b["target"]), seed, first_epoch, epochs)
+    data = pipeline.padded_batches(features, batch_size, max_length, lambda b: (b["source"], b["target"]), seed,
+                                   first_epoch, epochs, **options)
     return [(source.numpy(), target.numpy()) for source, target in data]
 
 
@@ -38,41 +44,78 @@ def longest(features):
     return max(len(row) for rows in features.values() for row in rows)
 
 
-def check_epoch(batches, features, batch_size):
-    """Every example exactly once, padded to its bucket's edge, with its ids intact."""
+def length_of(features, index):
+    return max(len(features["source"][index]), len(features["target"][index]))
+
+
+def check_epoch(batches, features, batch_size, pad_to):
+    """Every example exactly once, its ids intact, its batch padded as `pad_to` says; returns the order."""
     edges = pipeline.bucket_edges(longest(features))
     seen = []
+    assert len(batches) == -(-len(features["source"]) // batch_size)
     for source, target in batches:
         assert source.dtype == target.dtype == np.int32
-        assert source.shape == target.shape and source.shape[1] in edges
-        assert 1 <= len(source) <= batch_size
+        assert source.shape == target.shape and 1 <= len(source) <= batch_size
         width = source.shape[1]
-        for s, t in zip(source, target):
-            index = s[0] - 1
-            seen.append(index)
+        indices = [s[0] - 1 for s in source]
+        for index, s, t in zip(indices, source, target):
             expected_s, expected_t = features["source"][index], features["target"][index]
             np.testing.assert_array_equal(s, expected_s + [0] * (width - len(expected_s)))
             np.testing.assert_array_equal(t, expected_t + [0] * (width - len(expected_t)))
-            # The bucket of an example: the smallest edge that holds it.
-            length = max(len(expected_s), len(expected_t))
-            assert width == min(e for e in edges if e >= length)
+        most = max(length_of(features, i) for i in indices)
+        if pad_to == "longest":
+            assert width == most
+        elif len(source) < batch_size:
+            assert width == edges[-1]  # the short batch: one shape every epoch
+        else:
+            assert width == min(e for e in edges if e >= most)
+        seen.extend(indices)
     assert sorted(seen) == list(range(len(features["source"])))
     return seen
 
 
+@pytest.mark.parametrize("pad_to", ["longest", "edges"])
 @pytest.mark.parametrize("ragged", [False, True], ids=["lists", "ragged"])
-def test_every_example_once_per_epoch_padded_to_its_bucket(ragged):
+def test_every_example_once_per_epoch_padded_to_its_batch(ragged, pad_to):
     features = examples()
-    batches = batches_of(features, 8, longest(features), seed=3, epochs=3, ragged=ragged)
+    batches = batches_of(features, 8, longest(features), seed=3, epochs=3, ragged=ragged, pad_to=pad_to)
     per_epoch = pipeline.count_batches(pipeline.padded_batches(features, 8, longest(features), lambda b: b))
-    assert len(batches) == 3 * per_epoch
-    # Each bucket of n examples gives ceil(n / 8) batches, whatever the order.
-    edges = pipeline.bucket_edges(longest(features))
-    lengths = [max(len(s), len(t)) for s, t in zip(features["source"], features["target"])]
-    buckets = [min(e for e in edges if e >= n) for n in lengths]
-    assert per_epoch == sum(-(-buckets.count(e) // 8) for e in edges)
-    orders = [check_epoch(batches[e * per_epoch : (e + 1) * per_epoch], features, 8) for e in range(3)]
+    assert len(batches) == 3 * per_epoch == 3 * 6
+    orders = [check_epoch(batches[e * per_epoch : (e + 1) * per_epoch], features, 8, pad_to) for e in range(3)]
     assert orders[0] != orders[1] != orders[2]  # shuffled anew each epoch
+
+
+def test_a_pool_is_cut_into_batches_of_neighbouring_lengths():
+    # One pool holds the whole epoch: no two batches' length ranges overlap (ties aside), and the
+    # padding is far below that of batches drawn at random.
+    features = examples(count=200)
+    for seed in (None, 11):
+        batches = batches_of(features, 8, longest(features), seed=seed, pad_to="longest")
+        ranges = sorted((min(length_of(features, s[0] - 1) for s in source), max(length_of(features, s[0] - 1) for s in source))
+                        for source, _ in batches)
+        assert all(high <= next_low for (_, high), (next_low, _) in zip(ranges, ranges[1:]))
+        padded = sum(source.size for source, _ in batches)
+        lengths = np.array([length_of(features, i) for i in range(200)])
+        shuffled = np.random.default_rng(0).permutation(lengths)
+        assert padded < 0.7 * sum(8 * chunk.max() for chunk in np.array_split(shuffled, 25))
+
+
+def test_pools_are_sorted_one_after_the_other():
+    # Pools of 2 batches: with seed None the examples stay in order pool by pool, each pool sorted by
+    # length with ties in their order.
+    features = examples(count=40)
+    order = check_epoch(batches_of(features, 4, longest(features), pad_to="longest", pool_batches=2), features, 4, "longest")
+    for start in range(0, 40, 8):
+        pool = list(range(start, start + 8))
+        assert order[start : start + 8] == sorted(pool, key=lambda i: length_of(features, i))
+
+
+def test_auto_pads_to_edges_where_the_backend_compiles_each_shape():
+    features = examples()
+    auto = batches_of(features, 8, longest(features), seed=2)
+    compiled = keras.backend.backend() == "jax" or bool(tf.config.list_physical_devices("GPU"))
+    expected = batches_of(features, 8, longest(features), seed=2, pad_to="edges" if compiled else "longest")
+    assert [s.shape for s, _ in auto] == [s.shape for s, _ in expected]
 
 
 def test_epoch_order_does_not_depend_on_where_the_run_started():
@@ -98,25 +141,22 @@ def test_every_pass_over_the_dataset_has_the_same_order():
         np.testing.assert_array_equal(a, b)
 
 
-def test_seed_none_keeps_the_order_within_buckets_and_other_seeds_differ():
+def test_the_same_seed_gives_the_same_epoch_and_others_differ():
     features = examples()
-    order = check_epoch(batches_of(features, 8, longest(features)), features, 8)
-    edges = pipeline.bucket_edges(longest(features))
-    bucket = {i: min(e for e in edges if e >= max(len(features["source"][i]), len(features["target"][i]))) for i in order}
-    for edge in edges:
-        within = [i for i in order if bucket[i] == edge]
-        assert within == sorted(within)
-    first = check_epoch(batches_of(features, 8, longest(features), seed=1), features, 8)
-    again = check_epoch(batches_of(features, 8, longest(features), seed=1), features, 8)
-    other = check_epoch(batches_of(features, 8, longest(features), seed=2), features, 8)
+    first = check_epoch(batches_of(features, 8, longest(features), seed=1, pad_to="edges"), features, 8, "edges")
+    again = check_epoch(batches_of(features, 8, longest(features), seed=1, pad_to="edges"), features, 8, "edges")
+    other = check_epoch(batches_of(features, 8, longest(features), seed=2, pad_to="edges"), features, 8, "edges")
     assert first == again and first != other
 
 
-def test_one_bucket_when_everything_is_short():
+def test_short_batches_and_one_edge():
     features = {"ids": [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11, 12], [13, 14]]}
-    batches = list(pipeline.padded_batches(features, 3, 8, lambda b: b["ids"]))
-    assert [b.shape for b in batches] == [(3, 8), (1, 8)]
+    shapes = {pad_to: [b.shape for b in pipeline.padded_batches(features, 3, 8, lambda b: b["ids"], pad_to=pad_to)]
+              for pad_to in ("longest", "edges")}
+    assert shapes == {"longest": [(3, 3), (1, 8)], "edges": [(3, 8), (1, 8)]}
     assert pipeline.count_batches(pipeline.padded_batches(features, 3, 8, lambda b: b["ids"])) == 2
+    empty = {"ids": [[], []]}
+    assert [b.shape for b in pipeline.padded_batches(empty, 2, 1, lambda b: b["ids"], pad_to="longest")] == [(2, 1)]
 
 
 def test_data_is_reachable_from_the_package_import():
@@ -152,7 +192,17 @@ def test_variants_are_read_in_turn_by_epoch_in_the_same_order():
         np.testing.assert_array_equal(np.where(a_target > 0, a_target + 50 * block, 0), b_target)
 
 
-def test_variants_must_split_the_rows_into_equal_blocks():
+@pytest.mark.parametrize("options, message", [
+    ({"variants": 2}, "`variants` expected to divide the 45 rows"),
+    ({"pad_to": "bucket"}, "`pad_to` expected one of"),
+    ({"pool_batches": 0}, "`batch_size` and `pool_batches` expected >= 1"),
+])
+def test_bad_arguments_raise(options, message):
     features = examples(count=45)
-    with pytest.raises(ValueError, match="variants"):
-        pipeline.padded_batches(features, 8, longest(features), lambda b: b, variants=2)
+    with pytest.raises(ValueError, match=message):
+        pipeline.padded_batches(features, 8, longest(features), lambda b: b, **options)
+
+
+def test_columns_of_unequal_row_counts_raise():
+    with pytest.raises(ValueError, match="columns of equal row counts"):
+        pipeline.padded_batches({"source": [[1], [2]], "target": [[1]]}, 8, 4, lambda b: b)

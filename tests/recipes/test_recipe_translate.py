@@ -146,7 +146,7 @@ def test_the_budget_flags(recipe, argv, budget, tmp_path):
     assert (args.epochs, args.max_seconds) == budget
 
 
-def test_sampled_splits_keep_each_pair_in_its_bucket_so_every_epoch_has_the_same_batches():
+def test_sampled_splits_stay_within_the_model_length_and_every_epoch_has_as_many_batches():
     import tensorflow as tf
 
     from keras_seq.data import phrasebook, pipeline
@@ -166,6 +166,7 @@ def test_sampled_splits_keep_each_pair_in_its_bucket_so_every_epoch_has_the_same
               for e in range(3)]
     best = pipeline.count_batches(pipeline.padded_batches({"source": source, "target": target}, 8, longest, lambda b: b))
     assert counts == [best] * 3
+    assert int(tf.reduce_max(tf.concat([drawn_source.row_lengths(), drawn_target.row_lengths()], 0))) <= longest
     block = drawn_target.to_list()[n : 2 * n]
     assert sum(row != ids for row, ids in zip(block, target.to_list())) > n // 4  # most pairs drawn anew
     assert [joint.decode([row]).numpy()[0].decode() for row in block[:20]] == [t for _, t in kept[:20]]
