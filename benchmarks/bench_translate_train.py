@@ -24,9 +24,9 @@ target: start, the pieces, end).
 
 keras_seq side: one process per backend (`.tox/tensorflow`, `.tox/jax`, `.tox/torch`), the recipe's
 own pieces (`recipes.translate`: `load_pairs`, `training_ids`, `build_model`, `compile_model`,
-`teacher_forcing`; `keras_seq.data.pipeline.padded_batches`: 32 pairs a batch from pools of 100
-batches sorted by length, each batch padded to its longest pair (on JAX, to the next bucket edge 8,
-10, 12, 14, 16, 20, ..., 64, 66), shuffled per epoch) and `model.fit` with the recipe's step callbacks
+`teacher_forcing`; `keras_seq.data.pipeline.padded_batches`: 32 pairs a batch from pools sorted
+by length, each batch padded to its longest pair (on JAX, to the next bucket edge), shuffled per
+epoch) and `model.fit` with the recipe's step callbacks
 (`TrainingBudget`, `WarmupLinearDecay`) and a timing callback. A step's time runs from the end of
 the step before to the end of this one (data, callbacks and all, as a user's `fit` runs). Not
 timed: the first `--warmup-steps`, the first step of each epoch (its interval holds the epoch's
@@ -51,9 +51,8 @@ tokens as the recipe's batches of 32 pairs; the table shows the average each sid
 on. Eole runs until its timed reports reach `--seconds`, then its process group is ended.
 
 What differs and could not be made equal: padding (Eole sorts a whole pass by length and pads to
-each batch's longest: 1.08 padded target positions per target token; the recipe sorts pools of 100
-batches: about 1.03 on TensorFlow and torch, 1.16 on JAX, whose bucket edges keep the compiled
-shapes to 15); Eole has a second dropout inside the feed-forward block (after the
+each batch's longest; the recipe sorts pools of batches, and on JAX pads to bucket edges, which keep
+the compiled shapes few; the table gives each side's padded positions); Eole has a second dropout inside the feed-forward block (after the
 ReLU) that keras_seq has not; Eole's attention on a CPU is its own matmul-softmax-matmul; Eole
 skips a repeated source within a batch; the learning-rate schedules differ (the recipe's warm-up
 and linear decay, Eole's noam peaking at the same 2e-3): neither costs time. TensorFlow runs the

@@ -179,7 +179,8 @@ def compiles_each_input_shape():
     """Whether `model.fit`'s step is compiled once per input shape by default.
 
     JAX always compiles (`jax.jit`); Keras' `jit_compile="auto"` turns XLA on for TensorFlow only
-    where an accelerator is visible; torch runs eagerly. Pipelines pad to few shapes where it is.
+    where an accelerator is visible (and no `tf.distribute` strategy is in scope, which this does not
+    see: there it only costs padding); torch runs eagerly. Pipelines pad to few shapes where it is.
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":

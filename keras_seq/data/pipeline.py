@@ -19,15 +19,16 @@ PAD_TO = ("auto", "longest", "edges")
 
 
 def bucket_edges(max_length, smallest=8):
-    """Padded lengths `smallest`, ... below `max_length`, each at most a quarter above the last, then `max_length`.
+    """Padded lengths from `smallest` up to `max_length`, four per doubling, then `max_length` itself.
 
-    From 8: 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ... (a step of an eighth to a quarter of the
-    length): a sequence is padded by at most a quarter of its length, in four shapes per doubling.
-    The last edge is the longest sequence itself: a window of 65 tokens is padded to 65.
+    From 8: 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ... (steps of the largest power of two that is at
+    most a quarter of the edge, and at least 2): from 8 on, a sequence is padded by at most a quarter
+    of its length. The last edge is the longest sequence itself (a window of 65 tokens is padded to
+    65), or `smallest` when that is longer.
     """
     edges = [smallest]
     while edges[-1] < max_length:
-        step = max(2, 1 << max(0, (edges[-1] // 4).bit_length() - 1))  # the largest power of two <= edge / 4
+        step = max(2, 1 << max(0, (edges[-1] // 4).bit_length() - 1))
         edges.append(min(edges[-1] + step, max_length))
     return edges
 
@@ -38,27 +39,34 @@ def _pads_to_edges(pad_to):
     return pad_to == "edges"
 
 
-def _ragged_columns(features):
-    """`(count, {name: (flat ids, row splits)})` of the feature columns, which must have equal row counts."""
+def _flat_columns(features, largest):
+    """`(row count, {name: (flat ids, row splits)}, longest of each row)` of the feature columns."""
+    if not features:
+        raise ValueError("padded_batches: `features` expected at least one column, got none")
     columns = {}
     for name, rows in features.items():
-        rows = rows if isinstance(rows, tf.RaggedTensor) else tf.ragged.constant(rows, dtype=tf.int32)
-        columns[name] = (rows.flat_values, rows.row_splits)
+        rows = rows if isinstance(rows, tf.RaggedTensor) else tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+        columns[name] = (rows.flat_values, tf.cast(rows.row_splits, tf.int64))
     counts = {name: int(splits.shape[0]) - 1 for name, (_, splits) in columns.items()}
     if len(set(counts.values())) > 1:
         raise ValueError(f"padded_batches: `features` expected columns of equal row counts, got {counts}")
-    return next(iter(counts.values()), 0), columns
+    count = next(iter(counts.values()))
+    lengths = tf.reduce_max(tf.stack([splits[1:] - splits[:-1] for _, splits in columns.values()]), axis=0)
+    if count and int(tf.reduce_max(lengths)) > largest:
+        raise ValueError(f"padded_batches: `max_length` expected to hold every sequence, got {largest} for a "
+                         f"sequence of {int(tf.reduce_max(lengths))} ids (drop longer ones first)")
+    return count, columns, lengths
 
 
 def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1, variants=1,
                    pad_to="auto", pool_batches=POOL_BATCHES):
     """Batches of `to_model_inputs(padded features)` for epochs `first_epoch .. epochs-1`.
 
-    Every epoch has `ceil(examples / batch_size)` batches: full ones and, last in its pool, one short.
+    Every epoch has `ceil(examples / batch_size)` batches, all full but the last of the last pool.
 
     Args:
         features: dict of name -> id sequences (a ragged tensor or lists of lists),
-            one row per example; sequences past `max_length` must be dropped first.
+            one row per example, none longer than `max_length`.
         batch_size: examples per batch.
         max_length: the longest sequence; sets the largest bucket edge.
         to_model_inputs: maps the dict of padded `(B, L)` int32 tensors (every column
@@ -74,31 +82,21 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         pool_batches: batches per pool sorted by length (larger pools: less padding, batches
             less varied in what they hold).
     """
-    rows, columns = _ragged_columns(features)
-    count = rows // variants
-    if count * variants != rows:
-        raise ValueError(f"padded_batches: `variants` expected to divide the {rows} rows into equal blocks, got {variants}")
     if pad_to not in PAD_TO:
         raise ValueError(f"padded_batches: `pad_to` expected one of {PAD_TO}, got {pad_to!r}")
     if batch_size < 1 or pool_batches < 1:
         raise ValueError(f"padded_batches: `batch_size` and `pool_batches` expected >= 1, got {batch_size} and {pool_batches}")
+    largest = bucket_edges(max_length)[-1]  # max_length, or the smallest edge if it is shorter
+    row_count, columns, lengths = _flat_columns(features, largest)
+    count = row_count // variants
+    if count * variants != row_count:
+        raise ValueError(f"padded_batches: `variants` expected to divide the {row_count} rows into equal blocks, got {variants}")
     edges = tf.constant(bucket_edges(max_length) if _pads_to_edges(pad_to) else [], tf.int32)
-    lengths = tf.reduce_max(tf.stack([splits[1:] - splits[:-1] for _, splits in columns.values()]), axis=0)
-    batch_count = -(-count // batch_size)
+    ordering = dict(count=count, variants=variants, batch_size=batch_size, pool_batches=pool_batches, largest=largest)
 
     def one_epoch(epoch):
-        block = (epoch % variants) * count
-        order, batch_order = tf.range(count, dtype=tf.int64), tf.range(batch_count, dtype=tf.int64)
-        if seed is not None:
-            # A stateless draw keyed by (seed, epoch): epoch e's order is the same whether a run
-            # goes straight through or resumes at e, and however often Keras iterates the data.
-            keys = tf.random.stateless_uniform([count + batch_count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
-            order, batch_order = tf.argsort(keys[:count], stable=True), tf.argsort(keys[count:], stable=True)
-        order = tf.cast(order, tf.int64) + block
-        pool = tf.range(count, dtype=tf.int64) // (pool_batches * batch_size)
-        key = pool * (max_length + 1) + tf.cast(tf.gather(lengths, order), tf.int64)
-        order = tf.gather(order, tf.argsort(key, stable=True))
-        return tf.data.Dataset.from_tensor_slices(tf.cast(batch_order, tf.int64)).map(
+        order, batch_order = _epoch_order(lengths, seed, epoch, **ordering)
+        return tf.data.Dataset.from_tensor_slices(batch_order).map(
             lambda index: _padded_batch(columns, order[index * batch_size : (index + 1) * batch_size], batch_size, edges)
         )
 
@@ -108,18 +106,33 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
     return batches.prefetch(2).with_options(_backend.tf_data_without_autotuning())  # see there: why
 
 
-def _padded_batch(columns, rows, batch_size, edges):
-    """The examples `rows`, every column padded to one width: the longest (at least 1), or an edge.
+def _epoch_order(lengths, seed, epoch, count, variants, batch_size, pool_batches, largest):
+    """`(rows of the epoch in batch order, order of the batches)`: rows drawn, sorted by length within pools."""
+    batch_count = -(-count // batch_size)
+    order, batch_order = tf.range(count, dtype=tf.int64), tf.range(batch_count, dtype=tf.int64)
+    if seed is not None:
+        # A stateless draw keyed by (seed, epoch): epoch e's order is the same whether a run
+        # goes straight through or resumes at e, and however often Keras iterates the data.
+        keys = tf.random.stateless_uniform([count + batch_count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+        order, batch_order = tf.argsort(keys[:count], stable=True), tf.argsort(keys[count:], stable=True)
+    order = tf.cast(order, tf.int64) + (epoch % variants) * count  # this epoch's block of rows
+    pool = tf.range(count, dtype=tf.int64) // (pool_batches * batch_size)
+    key = pool * (largest + 1) + tf.gather(lengths, order)
+    return tf.gather(order, tf.argsort(key, stable=True)), tf.cast(batch_order, tf.int64)
+
+
+def _padded_batch(columns, indices, batch_size, edges):
+    """The examples at row `indices`, every column padded to one width: the longest (at least 1), or an edge.
 
     With edges: the smallest edge that holds the longest; a short batch (fewer than `batch_size`
     rows) the largest edge, so that it has one shape whatever it holds.
     """
-    batch = {name: tf.gather(tf.RaggedTensor.from_row_splits(ids, splits, validate=False), rows).to_tensor()
+    batch = {name: tf.gather(tf.RaggedTensor.from_row_splits(ids, splits, validate=False), indices).to_tensor()
              for name, (ids, splits) in columns.items()}
     width = tf.maximum(tf.reduce_max(tf.stack([tf.shape(column)[1] for column in batch.values()])), 1)
     if edges.shape[0]:
         fitting = tf.gather(edges, tf.argmax(tf.cast(edges >= width, tf.int32)))
-        width = tf.where(tf.shape(rows)[0] < batch_size, edges[-1], fitting)
+        width = tf.where(tf.shape(indices)[0] < batch_size, edges[-1], fitting)
     return {name: tf.pad(column, [[0, 0], [0, width - tf.shape(column)[1]]]) for name, column in batch.items()}
 
 

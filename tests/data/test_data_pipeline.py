@@ -110,12 +110,43 @@ def test_pools_are_sorted_one_after_the_other():
         assert order[start : start + 8] == sorted(pool, key=lambda i: length_of(features, i))
 
 
-def test_auto_pads_to_edges_where_the_backend_compiles_each_shape():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_auto_pads_to_edges_where_the_backend_compiles_each_shape(monkeypatch, compiled):
+    from keras_seq import _backend
+
+    monkeypatch.setattr(_backend, "compiles_each_input_shape", lambda: compiled)
     features = examples()
     auto = batches_of(features, 8, longest(features), seed=2)
-    compiled = keras.backend.backend() == "jax" or bool(tf.config.list_physical_devices("GPU"))
     expected = batches_of(features, 8, longest(features), seed=2, pad_to="edges" if compiled else "longest")
     assert [s.shape for s, _ in auto] == [s.shape for s, _ in expected]
+    assert [s.shape for s, _ in auto] != [s.shape for s, _ in batches_of(
+        features, 8, longest(features), seed=2, pad_to="longest" if compiled else "edges")]
+
+
+def test_compiles_each_input_shape_follows_the_backend():
+    from keras_seq import _backend
+
+    backend = keras.backend.backend()
+    accelerator = any(d.device_type != "CPU" for d in tf.config.list_physical_devices())
+    assert _backend.compiles_each_input_shape() == (backend == "jax" or (backend == "tensorflow" and accelerator))
+
+
+def test_a_seed_shuffles_the_batches_of_a_pool():
+    # One pool: without a seed its batches come shortest first; a seed draws their order too.
+    features = examples(count=200)
+    widths = {seed: [source.shape[1] for source, _ in batches_of(features, 8, longest(features), seed=seed, pad_to="longest")]
+              for seed in (None, 1, 2)}
+    assert widths[None] == sorted(widths[None])
+    assert widths[1] != sorted(widths[1]) and widths[2] != sorted(widths[2]) and widths[1] != widths[2]
+
+
+def test_several_pools_a_short_batch_and_a_seed():
+    features = examples(count=45)
+    for epoch in range(3):
+        batches = batches_of(features, 4, longest(features), seed=9, first_epoch=epoch, epochs=epoch + 1,
+                             pad_to="edges", pool_batches=2)
+        check_epoch(batches, features, 4, "edges")
+        assert sorted(len(source) for source, _ in batches) == [1] + [4] * 11
 
 
 def test_epoch_order_does_not_depend_on_where_the_run_started():
@@ -203,6 +234,19 @@ def test_bad_arguments_raise(options, message):
         pipeline.padded_batches(features, 8, longest(features), lambda b: b, **options)
 
 
-def test_columns_of_unequal_row_counts_raise():
-    with pytest.raises(ValueError, match="columns of equal row counts"):
-        pipeline.padded_batches({"source": [[1], [2]], "target": [[1]]}, 8, 4, lambda b: b)
+@pytest.mark.parametrize("features, max_length, message", [
+    ({"source": [[1], [2]], "target": [[1]]}, 8, "columns of equal row counts"),
+    ({}, 8, "at least one column"),
+    ({"source": [[1] * 12]}, 10, "`max_length` expected to hold every sequence, got 10 for a sequence of 12"),
+])
+def test_bad_features_raise(features, max_length, message):
+    with pytest.raises(ValueError, match=message):
+        pipeline.padded_batches(features, 8, max_length, lambda b: b)
+
+
+def test_columns_of_ragged_and_list_rows_and_no_rows():
+    ragged = tf.ragged.constant([[1, 2], [3]], dtype=tf.int32, row_splits_dtype=tf.int32)
+    (batch,) = list(pipeline.padded_batches({"a": ragged, "b": [[5], [6, 7, 8]]}, 4, 8, lambda b: b, pad_to="longest"))
+    np.testing.assert_array_equal(batch["a"].numpy(), [[1, 2, 0], [3, 0, 0]])  # rows of longest 2 and 3, one width
+    np.testing.assert_array_equal(batch["b"].numpy(), [[5, 0, 0], [6, 7, 8]])
+    assert pipeline.count_batches(pipeline.padded_batches({"a": []}, 4, 8, lambda b: b)) == 0

@@ -1,7 +1,7 @@
 """Tiny recipe runs shared by the tests in this folder, and helpers to read their outputs.
 
-Every run is as small as the recipe allows (a few dozen short examples, width 8-32, one
-length bucket) and is made once per session (conftest.py makes these fixtures
+Every run is as small as the recipe allows (a few dozen short examples of at most
+8 ids, width 8-32) and is made once per session (conftest.py makes these fixtures
 available): the tests only read its output folder. Runs are in-process, through
 `common.main` as on the command line.
 """

@@ -27,7 +27,7 @@ from recipe_runs import (
 from recipes import checkpoints
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STEPS = RNN_TRAIN // TRANSLATE_BATCH  # one bucket: this many batches per epoch of the rnn-attention runs
+STEPS = RNN_TRAIN // TRANSLATE_BATCH  # ceil(examples / batch): batches per epoch of the rnn-attention runs
 TIMING = ("train_seconds", "export_seconds", "translate_seconds", "total_seconds")
 
 

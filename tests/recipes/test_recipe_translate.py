@@ -74,7 +74,7 @@ def test_output_files(run):
         assert events and all(os.path.getsize(e) > 0 for e in events), phase
     config = read_json(run.path("export_config.json"))
     assert config["kind"] == "translate" and config["num_beams"] == 2
-    assert config["source_length"] == config["max_length"] == 8  # the one bucket edge of these short pairs
+    assert config["source_length"] == config["max_length"] == 8  # the smallest bucket edge: these pairs are shorter
 
 
 def test_model_keras_matches_the_vocabularies(run):
