@@ -73,6 +73,7 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
             padded to one width) to what `model.fit` takes, e.g. `(inputs, targets)`.
         seed: shuffles each epoch (the examples before pooling, then the batches) by a stateless
             draw keyed by `(seed, epoch)`; None keeps the order: pools in turn, each sorted by length.
+            Either way a batch's rows come in the data's order.
         variants: the rows hold this many encodings of the same examples, one block
             after the other (e.g. subword splits drawn anew); epoch e reads block `e % variants`.
         pad_to: "longest" pads a batch to its longest sequence; "edges" to the smallest
@@ -97,7 +98,10 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
     def one_epoch(epoch):
         order, batch_order = _epoch_order(lengths, seed, epoch, **ordering)
         return tf.data.Dataset.from_tensor_slices(batch_order).map(
-            lambda index: _padded_batch(columns, order[index * batch_size : (index + 1) * batch_size], batch_size, edges)
+            # A batch's rows in the data's order, not by length: the parts of a batch split across
+            # processes hold alike rows, not the shortest in one and the longest in the other (two
+            # JAX processes' epoch losses matched one process's only so: test_recipe_processes.py).
+            lambda index: _padded_batch(columns, tf.sort(order[index * batch_size : (index + 1) * batch_size]), batch_size, edges)
         )
 
     # One dataset per epoch, made as it is reached: `epochs` may be very large (training to a time budget).
