@@ -99,8 +99,7 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         order, batch_order = _epoch_order(lengths, seed, epoch, **ordering)
         return tf.data.Dataset.from_tensor_slices(batch_order).map(
             # A batch's rows in the data's order, not by length: the parts of a batch split across
-            # processes hold alike rows, not the shortest in one and the longest in the other (two
-            # JAX processes' epoch losses matched one process's only so: test_recipe_processes.py).
+            # processes then hold alike rows, not the shortest in one and the longest in the other.
             lambda index: _padded_batch(columns, tf.sort(order[index * batch_size : (index + 1) * batch_size]), batch_size, edges)
         )
 
