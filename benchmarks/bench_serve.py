@@ -25,8 +25,9 @@ measurement comes first (the SavedModel compiles its XLA programs then). Figures
 medians over the rounds (latency: over every sentence of every round).
 
 The two beam searches are not the same algorithm: the SavedModel ranks beams with GNMT's
-length penalty `((5 + len) / 6) ** alpha` and runs every beam until it ends (or, exported
-with early stopping, until a sentence's best ended beam outranks its unfinished ones);
+length penalty `((5 + len) / 6) ** alpha` and runs a sentence's beams until none still unfinished
+can overtake its best ended one (or, exported with early stopping, until that one outranks each
+unfinished beam at its next length);
 CTranslate2 divides by `len ** alpha` and stops once `beam * patience` hypotheses have ended
 (`--patience`). Both get the run's alpha (`--length-penalty` to change CTranslate2's).
 Greedy decoding is the same computation on both sides.

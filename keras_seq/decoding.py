@@ -40,6 +40,7 @@ from keras_seq import _validation as v
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
 _NEG_INF = -1e9
+_LOWEST = -3.0e38  # below any penalised score, _NEG_INF ones included
 
 
 def gnmt_length_penalty(length, alpha):
@@ -115,94 +116,92 @@ def _token_chooser(strategy, temperature, k, p, seed):
     return choose
 
 
-def _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length):
-    """Greedy/sampling decoding: returns the filled ids and each sequence's log-probability."""
-    batch, max_length = ops.shape(ids)
-    logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
-
-    def body(step, ids, cache, logits, done, score):
-        logits = _mask_forbidden(logits, step, end_id, min_length)
-        token = ops.cast(choose(logits, step), "int32")
-        token = ops.where(done, 0, token)  # padding after a sequence ended
-        log_probs = ops.log_softmax(logits, axis=-1)
-        token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
-        score = score + ops.where(done, 0.0, token_log_prob)
-        ids = ops.slice_update(ids, (0, step), token[:, None])
-        if end_id is not None:
-            done = ops.logical_or(done, ops.equal(token, end_id))
-        logits, cache = model._decoding_step(token[:, None], cache, step, context)
-        return step + 1, ids, cache, logits[:, -1], done, score
-
-    def condition(step, ids, cache, logits, done, score):
-        return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
-
-    state = (
-        ops.convert_to_tensor(prompt_length, "int32"),
-        ids,
-        cache,
-        logits[:, -1],
-        ops.zeros((batch,), "bool"),
-        ops.zeros((batch,), "float32"),
-    )
-    _, ids, _, _, _, score = ops.while_loop(condition, body, state, maximum_iterations=max_length)
-    return ids, score
+def _sampling_step(model, step, rows, groups, context, seed, settings):
+    """One token per row for greedy decoding and sampling (`groups`: `(B, copies)` scores and ended flags)."""
+    end_id = settings["end_id"]
+    choose = _token_chooser(settings["strategy"], settings["temperature"], settings["k"], settings["p"], seed)
+    logits = _mask_forbidden(rows["logits"], step, end_id, settings["min_length"])
+    done, score = ops.reshape(groups["done"], (-1,)), ops.reshape(groups["scores"], (-1,))
+    token = ops.cast(choose(logits, step), "int32")
+    token = ops.where(done, 0, token)  # padding after a sequence ended
+    log_probs = ops.log_softmax(logits, axis=-1)
+    token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
+    score = score + ops.where(done, 0.0, token_log_prob)
+    ids = ops.slice_update(rows["ids"], (0, step), token[:, None])
+    if end_id is not None:
+        done = ops.logical_or(done, ops.equal(token, end_id))
+    logits, cache = model._decoding_step(token[:, None], rows["cache"], step, context)
+    shape = ops.shape(groups["done"])
+    groups = {"scores": ops.reshape(score, shape), "done": ops.reshape(done, shape)}
+    return {"ids": ids, "cache": cache, "logits": logits[:, -1]}, groups
 
 
-def _beam_loop(model, ids, cache, context, prompt_length, num_beams, end_id, min_length, vocabulary_size, early_stop=None):
-    """Beam search over `num_beams` hypotheses per sequence (rows of `ids` come in beam groups).
+def _beam_step(model, step, rows, groups, context, settings):
+    """One step of beam search over the `(B, K)` beam groups (the rows come in beam groups).
 
     A finished beam (its last token was `end_id`) can only be extended by padding at
     no cost, so it stops growing and keeps its score while competing with the rest.
-    With `early_stop=(n, alpha)`, a sequence stops once it has n ended beams that each
-    rank above every unfinished one (`_settle`): its unfinished beams are dropped
-    (score `_NEG_INF`), and the loop can end before every beam has.
-    Returns ids `(B*K, L)`, summed log-probabilities `(B, K)` and lengths `(B, K)`.
+    With `early_stopping`, a sequence stops once it has `num_return_sequences` ended
+    beams that each rank above every unfinished one (`_settle`): its unfinished beams
+    are dropped (score `_NEG_INF`), and the search can end before every beam has.
     """
-    rows, max_length = ops.shape(ids)
-    batch = rows // num_beams
-    logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
+    end_id = settings["end_id"]
+    scores, done, lengths = groups["scores"], groups["done"], groups["lengths"]
+    batch, num_beams = ops.shape(scores)
+    vocabulary_size = model.decoding_vocabulary_size
+    log_probs = ops.log_softmax(_mask_forbidden(rows["logits"], step, end_id, settings["min_length"]), axis=-1)
+    log_probs = ops.reshape(log_probs, (batch, num_beams, -1))
     pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
-    batch_offsets = ops.arange(batch, dtype="int32")[:, None] * num_beams
-    own_rows = ops.arange(rows, dtype="int32")[:, None]
-    reads_cache_rows = getattr(model, "_decoding_reads_cache_rows", False)  # optional: False unless a model says so
+    log_probs = ops.where(done[..., None], pad_only, log_probs)
+    candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
+    scores, flat = ops.top_k(candidates, num_beams, sorted=True)
+    flat = ops.cast(flat, "int32")
+    beam, token = flat // vocabulary_size, flat % vocabulary_size
+    rows_kept = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * num_beams + beam, (-1,))
+    done = ops.take_along_axis(done, beam, axis=1)
+    lengths = ops.take_along_axis(lengths, beam, axis=1) + ops.cast(ops.logical_not(done), "int32")
+    if end_id is not None:
+        done = ops.logical_or(done, ops.equal(token, end_id))
+        count, alpha = settings["num_return_sequences"], settings["length_penalty"]
+        decided = _decided(done, scores, lengths, count, alpha, ops.shape(rows["ids"])[1])
+        done = ops.logical_or(done, decided[:, None])
+        if settings["early_stopping"]:
+            done, scores = _settle(done, scores, lengths, count, alpha)
+    token = ops.reshape(token, (-1, 1))
+    new_rows = {"ids": ops.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token)}
+    if "cache_rows" in rows:
+        # Each row's history now lies in its parent's rows; its new entry goes in its own.
+        own_rows = ops.arange(batch * num_beams, dtype="int32")[:, None]
+        cache_rows = ops.slice_update(ops.take(rows["cache_rows"], rows_kept, axis=0), (0, step), own_rows)
+        logits, new_rows["cache"] = model._decoding_step(token, rows["cache"], step, context, cache_rows=cache_rows)
+        new_rows["cache_rows"] = cache_rows
+    else:
+        cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), rows["cache"])
+        logits, new_rows["cache"] = model._decoding_step(token, cache, step, context)
+    new_rows["logits"] = logits[:, -1]
+    return new_rows, {"scores": scores, "done": done, "lengths": lengths}
 
-    def body(step, ids, cache, cache_rows, logits, scores, done, lengths):
-        log_probs = ops.reshape(ops.log_softmax(_mask_forbidden(logits, step, end_id, min_length), axis=-1), (batch, num_beams, -1))
-        log_probs = ops.where(done[..., None], pad_only, log_probs)
-        candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
-        scores, flat = ops.top_k(candidates, num_beams, sorted=True)
-        flat = ops.cast(flat, "int32")
-        beam, token = flat // vocabulary_size, flat % vocabulary_size
-        rows_kept = ops.reshape(batch_offsets + beam, (-1,))
-        ids = ops.take(ids, rows_kept, axis=0)
-        done = ops.take_along_axis(done, beam, axis=1)
-        lengths = ops.take_along_axis(lengths, beam, axis=1) + ops.cast(ops.logical_not(done), "int32")
-        if end_id is not None:
-            done = ops.logical_or(done, ops.equal(token, end_id))
-        if early_stop is not None and end_id is not None:
-            done, scores = _settle(done, scores, lengths, *early_stop)
-        token = ops.reshape(token, (-1, 1))
-        ids = ops.slice_update(ids, (0, step), token)
-        if reads_cache_rows:
-            # Each row's history now lies in its parent's rows; its new entry goes in its own.
-            cache_rows = ops.slice_update(ops.take(cache_rows, rows_kept, axis=0), (0, step), own_rows)
-            logits, cache = model._decoding_step(token, cache, step, context, cache_rows=cache_rows)
-        else:
-            cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), cache)
-            logits, cache = model._decoding_step(token, cache, step, context)
-        return step + 1, ids, cache, cache_rows, logits[:, -1], scores, done, lengths
 
-    def condition(step, ids, cache, cache_rows, logits, scores, done, lengths):
-        return ops.logical_and(step < max_length, ops.logical_not(ops.all(done)))
+def _ranked_ended(done, scores, lengths, count, alpha):
+    """`(B, 1)`: the penalised score of each sequence's `count`-th best ended beam (-3e38 if fewer ended)."""
+    ended = ops.where(done, scores / gnmt_length_penalty(lengths, alpha), _LOWEST)
+    return ops.top_k(ended, count, sorted=True)[0][:, -1:]
 
-    # All beams start identical: only the first may expand at the first step.
-    first_only = ops.where(ops.arange(num_beams) == 0, 0.0, _NEG_INF)
-    state = (
-        ops.convert_to_tensor(prompt_length, "int32"), ids, cache, ops.tile(own_rows, (1, max_length)), logits[:, -1],
-        ops.tile(first_only[None], (batch, 1)), ops.zeros((batch, num_beams), "bool"), ops.zeros((batch, num_beams), "int32"),
-    )
-    _, ids, _, _, _, scores, _, lengths = ops.while_loop(condition, body, state, maximum_iterations=max_length)
-    return ids, scores, lengths
+
+def _decided(done, scores, lengths, count, alpha, max_length):
+    """`(B,)`: the sequences whose `count` best ended beams outrank all that an unfinished beam can still become.
+
+    An unfinished beam's log-probability `s` only falls as it grows, and it ends at a
+    length in `(length, max_length]`: its penalised score stays at most `s` over the
+    largest penalty it can reach. Once no unfinished beam can overtake them, going on
+    cannot give a better result (the optimal stopping of Huang, Zhao and Ma, 2017,
+    "When to Finish?", bounded by the GNMT penalty): the search stops there and keeps
+    its `count` best, where going on might only have pushed an ended beam out of the
+    `K` kept ones.
+    """
+    largest_penalty = ops.maximum(gnmt_length_penalty(lengths + 1, alpha), gnmt_length_penalty(max_length, alpha))
+    reachable = ops.where(done, _LOWEST, ops.minimum(scores, 0.0) / largest_penalty)
+    return ops.all(_ranked_ended(done, scores, lengths, count, alpha) >= reachable, axis=1)
 
 
 def _settle(done, scores, lengths, count, alpha):
@@ -215,10 +214,8 @@ def _settle(done, scores, lengths, count, alpha):
     win and is given up, as in the beam search of the NMT toolkits (OpenNMT,
     CTranslate2, Hugging Face's `early_stopping=False`).
     """
-    lowest = -3.0e38
-    ended = ops.where(done, scores / gnmt_length_penalty(lengths, alpha), lowest)
-    count_best_ended = ops.top_k(ended, count, sorted=True)[0][:, -1:]
-    unfinished = ops.where(done, lowest, scores / gnmt_length_penalty(lengths + 1, alpha))
+    count_best_ended = _ranked_ended(done, scores, lengths, count, alpha)
+    unfinished = ops.where(done, _LOWEST, scores / gnmt_length_penalty(lengths + 1, alpha))
     settled = count_best_ended >= ops.max(unfinished, axis=1, keepdims=True)
     scores = ops.where(ops.logical_and(settled, ops.logical_not(done)), _NEG_INF, scores)
     return ops.logical_or(done, settled), scores
@@ -322,6 +319,108 @@ def check_generate_arguments(
     check_lengths(model, inputs, max_length)
 
 
+def _full_settings(settings):
+    """`generate`'s keyword arguments with its defaults for those left out (an unknown name raises `TypeError`)."""
+    unknown = set(settings) - set(_GENERATE_DEFAULTS)
+    if unknown:
+        raise TypeError(f"decode: unexpected keyword arguments {sorted(unknown)}")
+    return {**_GENERATE_DEFAULTS, **settings}
+
+
+def search_start(model, inputs, seed, max_length, **settings):
+    """The decoding state once the prompt (or the start id) is read: a dict of tensors.
+
+    `"step"` is the next position; `"rows"` hold one row per hypothesis (`B * G`:
+    the ids, cache, next logits, context, and for beam search the cache rows);
+    `"groups"` hold `(B, G)` scores and ended flags (and lengths for beam search),
+    `G` being the beams or the sequences returned per input row. `search_steps`
+    advances a state, `search_result` reads the decoding out of it, and
+    `unfinished_groups` and `take_groups` let a caller drop the ended sequences.
+    """
+    settings = _full_settings(settings)
+    ids = model._input_ids(inputs)
+    check_lengths(model, ids, max_length)
+    beam = settings["strategy"] == "beam"
+    copies = settings["num_beams"] if beam else settings["num_return_sequences"]
+    ids, prompt_length, cache, context = model._decoding_start(inputs, max_length, settings["start_id"], copies)
+    logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
+    rows = ops.shape(ids)[0]
+    batch = rows // copies
+    state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1], "context": context}
+    if beam:
+        if getattr(model, "_decoding_reads_cache_rows", False):  # optional: False unless a model says so
+            state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, max_length))
+        # All beams start identical: only the first may expand at the first step.
+        first_only = ops.where(ops.arange(copies) == 0, 0.0, _NEG_INF)
+        groups = {
+            "scores": ops.tile(first_only[None], (batch, 1)), "done": ops.zeros((batch, copies), "bool"),
+            "lengths": ops.zeros((batch, copies), "int32"),
+        }
+    else:
+        groups = {"scores": ops.zeros((batch, copies), "float32"), "done": ops.zeros((batch, copies), "bool")}
+    step = ops.convert_to_tensor(prompt_length, "int32")
+    return {"step": step, "seed": seed, "rows": state_rows, "groups": groups}
+
+
+def search_steps(model, state, stop, **settings):
+    """`state` advanced one token per step until position `stop` (or `max_length`, if less) or until every
+    sequence has ended."""
+    settings = _full_settings(settings)
+    context, seed = state["rows"]["context"], state["seed"]
+    rows = {name: x for name, x in state["rows"].items() if name != "context"}
+
+    def body(step, rows, groups):
+        if settings["strategy"] == "beam":
+            rows, groups = _beam_step(model, step, rows, groups, context, settings)
+        else:
+            rows, groups = _sampling_step(model, step, rows, groups, context, seed, settings)
+        return step + 1, rows, groups
+
+    max_length = ops.shape(rows["ids"])[1]
+
+    def condition(step, rows, groups):
+        return ops.logical_and(step < ops.minimum(stop, max_length), ops.logical_not(ops.all(groups["done"])))
+
+    step, rows, groups = ops.while_loop(condition, body, (state["step"], rows, state["groups"]), maximum_iterations=max_length)
+    return {"step": step, "seed": seed, "rows": {**rows, "context": context}, "groups": groups}
+
+
+def search_result(state, **settings):
+    """The decoded ids `(B, n, max_length)` and scores `(B, n)` of a state: the best `n` beams of each group by
+    their length-penalised score, or every sampled sequence."""
+    settings = _full_settings(settings)
+    groups = state["groups"]
+    batch, copies = ops.shape(groups["scores"])
+    ids = ops.reshape(state["rows"]["ids"], (batch, copies, -1))
+    if settings["strategy"] != "beam":
+        return ids, groups["scores"]
+    scores = groups["scores"] / gnmt_length_penalty(groups["lengths"], settings["length_penalty"])
+    order = ops.argsort(-scores, axis=-1)[:, : settings["num_return_sequences"]]
+    return ops.take_along_axis(ids, order[..., None], axis=1), ops.take_along_axis(scores, order, axis=1)
+
+
+def unfinished_groups(state):
+    """`(order, count)`: the groups of `state` with the `count` unfinished ones (some sequence still decoding)
+    first, as indices `(B,)` for `take_groups`."""
+    finished = ops.all(state["groups"]["done"], axis=1)
+    order = ops.cast(ops.argsort(ops.cast(finished, "int32")), "int32")
+    return order, ops.sum(ops.cast(ops.logical_not(finished), "int32"))
+
+
+def take_groups(state, index):
+    """The state of the groups `index` `(b,)` alone, in that order: a caller drops the ended sequences
+    (`unfinished_groups`) and decodes on with fewer rows, instead of computing every row until the last ends."""
+    copies = ops.shape(state["groups"]["done"])[1]
+    index = ops.cast(index, "int32")
+    row_index = ops.reshape(index[:, None] * copies + ops.arange(copies, dtype="int32")[None], (-1,))
+    rows = dict(keras.tree.map_structure(lambda x: None if x is None else ops.take(x, row_index, axis=0), state["rows"]))
+    if "cache_rows" in rows:  # a row's history stays in its group: the same place among the group's new rows
+        group_start = ops.arange(ops.shape(row_index)[0], dtype="int32") // copies * copies
+        rows["cache_rows"] = rows["cache_rows"] % copies + group_start[:, None]
+    groups = {name: ops.take(x, index, axis=0) for name, x in state["groups"].items()}
+    return {**state, "rows": rows, "groups": groups}
+
+
 def decode(model, inputs, seed, max_length, **settings):
     """The decoding itself, as tensor operations: ids `(B, n, max_length)` and scores `(B, n)`.
 
@@ -332,30 +431,8 @@ def decode(model, inputs, seed, max_length, **settings):
     `num_beams`, ...), its defaults for those left out; their values are not checked (an
     unknown name raises `TypeError`).
     """
-    unknown = set(settings) - set(_GENERATE_DEFAULTS)
-    if unknown:
-        raise TypeError(f"decode: unexpected keyword arguments {sorted(unknown)}")
-    settings = {**_GENERATE_DEFAULTS, **settings}
-    strategy, end_id, min_length = settings["strategy"], settings["end_id"], settings["min_length"]
-    num_beams, num_return_sequences = settings["num_beams"], settings["num_return_sequences"]
-    ids = model._input_ids(inputs)
-    check_lengths(model, ids, max_length)
-    batch = ops.shape(ids)[0]
-    copies = num_beams if strategy == "beam" else num_return_sequences
-    ids, prompt_length, cache, context = model._decoding_start(inputs, max_length, settings["start_id"], copies)
-    if strategy != "beam":
-        choose = _token_chooser(strategy, settings["temperature"], settings["k"], settings["p"], seed)
-        ids, scores = _sampling_loop(model, ids, cache, context, prompt_length, choose, end_id, min_length)
-        return ops.reshape(ids, (batch, copies, max_length)), ops.reshape(scores, (batch, copies))
-    vocabulary_size = model.decoding_vocabulary_size
-    early_stop = (num_return_sequences, settings["length_penalty"]) if settings["early_stopping"] else None
-    ids, scores, lengths = _beam_loop(
-        model, ids, cache, context, prompt_length, copies, end_id, min_length, vocabulary_size, early_stop
-    )
-    scores = scores / gnmt_length_penalty(lengths, settings["length_penalty"])
-    order = ops.argsort(-scores, axis=-1)[:, :num_return_sequences]
-    ids = ops.reshape(ids, (batch, copies, max_length))
-    return ops.take_along_axis(ids, order[..., None], axis=1), ops.take_along_axis(scores, order, axis=1)
+    state = search_start(model, inputs, seed, max_length, **settings)
+    return search_result(search_steps(model, state, max_length, **settings), **settings)
 
 
 def generate(
@@ -410,9 +487,10 @@ def generate(
             point rounds apart).
         min_length: `end_id` is not generated before this position (the
             prompt or start id counts), so no sequence ends shorter.
-        early_stopping: beam search only (with an `end_id`). False: every beam
-            runs until it ends or reaches `max_length`, and the length penalty
-            ranks them all. True: a row stops once `num_return_sequences` of its
+        early_stopping: beam search only (with an `end_id`). False: a row's
+            beams run until they end or reach `max_length`, or until no
+            unfinished beam can still overtake its best ended ones (whose ranking
+            going on would not change), and the length penalty ranks them all. True: a row stops once `num_return_sequences` of its
             beams have ended and rank above every unfinished beam (scored at its
             next length), as the NMT toolkits do; only ended beams are returned.
             Faster, above all for a weak model whose beams wander to

@@ -54,11 +54,21 @@ def _save(module, path, function, *more):
     tf.saved_model.save(module, path, signatures=signatures)
 
 
+def _size_at_least(count):
+    """The least of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers of two and 1.5 times them) >= `count` (an int32
+    scalar tensor): the row counts compiled for, a few per octave, none over 1.5 times what is needed."""
+    import tensorflow as tf
+
+    powers = 2 ** tf.range(30)
+    sizes = tf.concat([powers, powers * 3 // 2], axis=0)
+    return tf.reduce_min(tf.where(sizes >= count, sizes, sizes[-1]))
+
+
 def _few_shapes(ids, source_length):
-    """`ids` `(B, S)` padded to a power of two of rows (repeating its rows) and to a multiple of 16 ids.
+    """`ids` `(B, S)` padded to a row count of `_size_at_least` (repeating its rows) and to a multiple of 16 ids.
 
     XLA compiles the decoding once per input shape (seconds each): this bounds the
-    shapes a server meets to a few per power of two. Padded ids are masked and
+    shapes a server meets to a few per octave. Padded ids are masked and
     repeated rows are decoded like the originals, then dropped; an empty batch
     becomes one row of padding.
     """
@@ -66,11 +76,82 @@ def _few_shapes(ids, source_length):
 
     batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
     ids = tf.concat([ids, tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
-    powers = 2 ** tf.range(31)
-    rows = tf.reduce_min(tf.where(powers >= batch, powers, powers[-1]))
+    rows = _size_at_least(batch)
     padded_width = tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
     ids = tf.pad(ids, [[0, 0], [0, padded_width - width]])
     return tf.gather(ids, tf.range(rows) % tf.shape(ids)[0])
+
+
+DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended sentences
+
+
+def _decode_dropping_ended(model, ids, max_length, settings):
+    """`decoding.decode` of the sources `ids` `(B, S)` (ids `(B, n, max_length)` and scores `(B, n)`), dropping the
+    ended sentences as it goes.
+
+    Runs `DROP_EVERY` steps at a time as one XLA program, then goes on with the
+    sentences still decoding, padded with ended ones to a size of `_size_at_least`: a batch whose
+    last sentence runs to `max_length` (a weak model's beams wander there) costs that
+    sentence's rows, not the batch's. Each count of rows is compiled once, at its
+    first use; a lone sentence is decoded by one XLA program, start to end.
+    """
+    import tensorflow as tf
+
+    from keras_seq import decoding
+
+    def start(ids):
+        return decoding.search_start(model, ids, tf.constant(0), max_length, **settings)
+
+    def steps(state, stop):
+        state = decoding.search_steps(model, state, stop, **settings)
+        return (state, *decoding.unfinished_groups(state))
+
+    def whole(ids):
+        return decoding.decode(model, ids, tf.constant(0), max_length, **settings)
+
+    start, steps, whole = (tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole))
+    return tf.cond(tf.shape(ids)[0] > 1, lambda: _dropping_ended(start, steps, ids, max_length, settings), lambda: whole(ids))
+
+
+def _dropping_ended(start, steps, ids, max_length, settings):
+    """The loop of `_decode_dropping_ended` over its compiled `start` and `steps`."""
+    import tensorflow as tf
+
+    from keras_seq import decoding
+
+    state = start(ids)
+    copies = state["groups"]["done"].shape[1]
+
+    def results(state):
+        return {"ids": tf.reshape(state["rows"]["ids"], (-1, copies, max_length)), **state["groups"]}
+
+    def condition(state, origin, outputs):
+        return tf.logical_and(state["step"] < max_length, tf.logical_not(tf.reduce_all(state["groups"]["done"])))
+
+    def body(state, origin, outputs):
+        sentences = tf.shape(origin)[0]
+        stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), max_length)  # one left: to its end
+        state, order, unfinished = steps(state, stop)
+        news = results(state)
+        outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
+        kept = order[: _size_at_least(unfinished)]
+        return tf.cond(
+            tf.shape(kept)[0] < sentences,
+            lambda: (decoding.take_groups(state, kept), tf.gather(origin, kept)),
+            lambda: (state, origin),
+        ) + (outputs,)
+
+    loop_vars = (state, tf.range(tf.shape(ids)[0]), results(state))
+    any_rows = lambda x: tf.TensorShape([None, *x.shape[1:]])
+    invariants = (
+        {**tf.nest.map_structure(lambda x: x.shape, state), "rows": tf.nest.map_structure(any_rows, state["rows"]),
+         "groups": tf.nest.map_structure(any_rows, state["groups"])},
+        tf.TensorShape([None]),
+        tf.nest.map_structure(lambda x: x.shape, loop_vars[2]),
+    )
+    _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
+    ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
+    return decoding.search_result(ended, **settings)
 
 
 def export_translator(
@@ -84,12 +165,12 @@ def export_translator(
     `translate_greedy` takes the most likely id at each step. Sources are tokenized
     with `source_vocabulary` and cut to `source_length` ids; translations of at most
     `max_length` ids (start id included) are joined back into text. The decoding runs
-    as one XLA program per input shape, compiled at its first call (graph mode would
-    run each step's operations one by one); `_few_shapes` keeps the shapes few.
+    as XLA programs compiled at their first call for each shape (graph mode would run
+    each step's operations one by one), dropping the ended sentences every few steps
+    (`_decode_dropping_ended`); `_few_shapes` keeps the shapes few.
     """
     import tensorflow as tf
 
-    from keras_seq import decoding
     from keras_seq.data import text
 
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
@@ -99,16 +180,12 @@ def export_translator(
     }
 
     def signature(name, settings):
-        @tf.function(jit_compile=True, autograph=False)
-        def decode(ids):
-            best, _ = decoding.decode(
-                module.model, ids, tf.constant(0), max_length, end_id=text.END, start_id=text.START, **settings
-            )
-            return best[:, 0]
-
         def translate(sentences):
             ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
-            best = decode(_few_shapes(ids, source_length))[: tf.shape(sentences)[0]]
+            best, _ = _decode_dropping_ended(
+                module.model, _few_shapes(ids, source_length), max_length, dict(end_id=text.END, start_id=text.START, **settings)
+            )
+            best = best[: tf.shape(sentences)[0], 0]
             return target_vocabulary.decode(best, table=module.target_table)
 
         translate.__name__ = name

@@ -134,18 +134,94 @@ def test_early_stopping_keeps_the_full_search_ranking_by_log_probability(count):
 
 
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="counts the steps of torch's eager loop")
-def test_early_stopping_ends_the_loop_before_every_beam_has_ended():
-    # END is likeliest after START; every other token leads on to anything but END for a while.
+def test_beam_search_stops_once_no_unfinished_beam_can_overtake_and_early_stopping_sooner():
+    # START END (log 0.7 = -0.36, length 1) is out of reach: an unfinished beam is at most
+    # log 0.2 = -1.61, over the largest penalty (15/6)^0.6 = 1.73: -0.93. The search stops there.
     model = chain({START: {END: 0.7, A: 0.2, B: 0.1}, A: {A: 0.5, B: 0.5}, B: {A: 0.5, B: 0.5}})
     steps = []
     step = model._decoding_step
     model._decoding_step = lambda *args: (steps.append(1), step(*args))[1]
     settings = dict(strategy="beam", num_beams=3, end_id=END, max_length=10)
     ids = decoding.generate(model, np.asarray([[START]], "int32"), **settings)
-    full_steps, steps[:] = len(steps), []
-    early = decoding.generate(model, np.asarray([[START]], "int32"), early_stopping=True, **settings)
-    assert list(to_numpy(early)[0]) == list(to_numpy(ids)[0]) == [START, END] + [0] * 8
-    assert full_steps == 10 and len(steps) == 2  # the prompt, then the step that ended the best beam
+    assert list(to_numpy(ids)[0]) == [START, END] + [0] * 8
+    assert len(steps) == 2  # the prompt, then the step that ended the best beam
+    # At alpha 3 the largest penalty is (15/6)^3 = 15.6: the best A/B beam, log 0.2 + (k - 1) log 0.5
+    # after k tokens, is out of reach once below -0.36 * 15.6 = -5.57, at k = 7 (8 steps, not 10).
+    # Early stopping (each unfinished beam at its next length only) stops at once.
+    steps[:] = []
+    decoding.generate(model, np.asarray([[START]], "int32"), length_penalty=3.0, **settings)
+    assert len(steps) == 8
+    steps[:] = []
+    decoding.generate(model, np.asarray([[START]], "int32"), length_penalty=3.0, early_stopping=True, **settings)
+    assert len(steps) == 2
+
+
+def numpy_beam_search(log_table, prompt, max_length, num_beams, end, alpha):
+    """Beam search run to `max_length` (no early stop): ended beams extend by padding at no cost, the best K
+    candidates by log-probability go on, and `log p / ((5 + length) / 6) ** alpha` ranks the last K."""
+    log_probs = np.array(log_table, "float64")
+    log_probs[:, 0] = -np.inf  # padding is never generated
+    log_probs -= np.log(np.exp(log_probs).sum(1, keepdims=True))
+    beams = [(list(prompt), 0.0, 0, False)]
+    for _ in range(len(prompt), max_length):
+        candidates = []
+        for ids, score, length, ended in beams:
+            if ended:
+                candidates.append((ids + [0], score, length, True))
+                continue
+            for token in range(1, len(log_probs)):
+                candidates.append((ids + [token], score + log_probs[ids[-1], token], length + 1, token == end))
+        beams = sorted(candidates, key=lambda beam: -beam[1])[:num_beams]
+    return max(beams, key=lambda beam: beam[1] / ((5 + beam[2]) / 6) ** alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.4, 3.0])
+def test_beam_search_stopping_early_keeps_the_full_search_result(alpha):
+    """A row stops once no unfinished beam can overtake its best ended one: the full search's ids and score."""
+    rng = np.random.default_rng(int(alpha * 10))
+    table = rng.dirichlet(np.ones(7) * 0.4, size=7)
+    table[:, END] += rng.uniform(0.0, 0.3, size=7)
+    model = MarkovChain(table)
+    prompts = [[1], [3], [4], [5], [6]]
+    settings = dict(strategy="beam", num_beams=3, end_id=END, length_penalty=alpha)
+    ids, scores = (to_numpy(x) for x in decoding.decode(model, ops.convert_to_tensor(np.asarray(prompts, "int32")), 0, 9, **settings))
+    for prompt, row, score in zip(prompts, ids[:, 0], scores[:, 0]):
+        best, log_prob, length, _ = numpy_beam_search(model.log_table, prompt, 9, 3, END, alpha)
+        assert list(row) == best
+        np.testing.assert_allclose(score, log_prob / ((5 + length) / 6) ** alpha, atol=1e-4)
+
+
+@pytest.mark.parametrize("strategy", ["beam", "greedy"])
+def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy):
+    """search_steps a few positions at a time, keeping only the unfinished groups (as the export does), writes the
+    ids and scores of one decode call."""
+    rng = np.random.default_rng(3)
+    table = rng.dirichlet(np.ones(8) * 0.4, size=8)
+    table[:, END] += np.linspace(0.0, 0.6, 8)  # some rows end early, some late
+    model = MarkovChain(table)
+    prompt = ops.convert_to_tensor(np.asarray([[1], [3], [4], [5], [6], [7]], "int32"))
+    settings = dict(strategy=strategy, num_beams=3, end_id=END, length_penalty=0.6, start_id=START)
+    expected_ids, expected_scores = (to_numpy(x) for x in decoding.decode(model, prompt, 0, 12, **settings))
+    state = decoding.search_start(model, prompt, 0, 12, **settings)
+    origin = np.arange(6)
+    ids, scores, lengths = {}, {}, {}
+    while int(to_numpy(state["step"])) < 12 and not to_numpy(state["groups"]["done"]).all():
+        state = decoding.search_steps(model, state, int(to_numpy(state["step"])) + 2, **settings)
+        order, unfinished = (to_numpy(x) for x in decoding.unfinished_groups(state))
+        copies = to_numpy(state["groups"]["done"]).shape[1]
+        rows = to_numpy(state["rows"]["ids"]).reshape(len(origin), copies, -1)
+        for group, source in enumerate(origin):
+            ids[source], scores[source] = rows[group], to_numpy(state["groups"]["scores"])[group]
+            lengths[source] = to_numpy(state["groups"].get("lengths", state["groups"]["scores"]))[group]
+        assert np.all(to_numpy(state["groups"]["done"]).all(1)[order[unfinished:]])
+        kept = order[: max(int(unfinished), 1)]
+        state, origin = decoding.take_groups(state, ops.convert_to_tensor(kept)), origin[kept]
+    ended = {"rows": {"ids": ops.convert_to_tensor(np.concatenate([ids[s] for s in range(6)]))},
+             "groups": {"scores": ops.convert_to_tensor(np.stack([scores[s] for s in range(6)])),
+                        "lengths": ops.convert_to_tensor(np.stack([lengths[s] for s in range(6)]).astype("int32"))}}
+    result_ids, result_scores = (to_numpy(x) for x in decoding.search_result(ended, **settings))
+    np.testing.assert_array_equal(result_ids, expected_ids)
+    np.testing.assert_allclose(result_scores, expected_scores, atol=1e-5)
 
 
 def test_finished_sequences_are_padded_and_keep_their_score():

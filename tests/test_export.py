@@ -72,16 +72,18 @@ def test_a_sentence_translates_the_same_alone_and_in_any_batch(translator):
         assert served(function, []) == []
 
 
-def test_few_shapes_pads_rows_to_a_power_of_two_and_width_to_a_multiple_of_16():
+def test_few_shapes_pads_rows_to_a_size_of_the_ladder_and_width_to_a_multiple_of_16():
     import tensorflow as tf
 
-    ids = tf.constant(np.arange(1, 16).reshape(5, 3), tf.int32)
+    ids = tf.constant(np.arange(1, 22).reshape(7, 3), tf.int32)
     padded = export._few_shapes(ids, 40).numpy()
     assert padded.shape == (8, 16)
-    np.testing.assert_array_equal(padded[:5, :3], ids.numpy())
-    np.testing.assert_array_equal(padded[5:, :3], ids.numpy()[:3])  # repeated rows
+    np.testing.assert_array_equal(padded[:7, :3], ids.numpy())
+    np.testing.assert_array_equal(padded[7:, :3], ids.numpy()[:1])  # repeated rows
     assert not padded[:, 3:].any()
-    assert export._few_shapes(ids, 10).numpy().shape == (8, 10)  # never wider than the model's source length
+    assert export._few_shapes(ids[:5], 10).numpy().shape == (6, 10)  # 6 = 1.5 * 4; never wider than the source length
     assert not export._few_shapes(tf.zeros((0, 0), tf.int32), 10).numpy().any()  # one row of padding
     assert export._few_shapes(tf.zeros((0, 0), tf.int32), 10).numpy().shape == (1, 10)
     assert export._few_shapes(ids[:1, :0], 10).numpy().shape == (1, 10)
+    sizes = [int(export._size_at_least(tf.constant(n))) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 33, 49, 65)]
+    assert sizes == [1, 2, 3, 6, 8, 12, 16, 24, 32, 48, 64, 96]
