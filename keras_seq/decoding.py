@@ -81,6 +81,34 @@ def _gumbel_argmax(logits, seed, step):
     return _argmax(logits - ops.log(-ops.log(noise)))
 
 
+_TOP_K_BLOCK = 32  # entries per block of `_top_k`
+
+
+def _top_k(x, k):
+    """`ops.top_k(x, k, sorted=True)` over the last axis of `x` `(B, N)`, ties to the lower index, as values and int32
+    indices.
+
+    The k largest entries lie in the k blocks of `_TOP_K_BLOCK` entries with the largest
+    maxima (ties to the lower block): one pass of block maxima over `x`, then two
+    top-k of k blocks and k * 32 entries. On a CPU, XLA's top-k over a whole beam
+    search row (beams * vocabulary) costs more than the output product that makes it.
+    """
+    batch, size = ops.shape(x)[0], x.shape[-1]
+    blocks = None if size is None else -(-size // _TOP_K_BLOCK)
+    if blocks is None or blocks <= k or keras.backend.backend() == "torch":  # torch's eager top-k is fast as it is
+        values, index = ops.top_k(x, k, sorted=True)
+        return values, ops.cast(index, "int32")
+    x = ops.pad(x, ((0, 0), (0, blocks * _TOP_K_BLOCK - size)), constant_values=_LOWEST)
+    x = ops.reshape(x, (batch * blocks, _TOP_K_BLOCK))
+    best_blocks = ops.top_k(ops.reshape(ops.max(x, axis=1), (batch, blocks)), k, sorted=True)[1]
+    best_blocks = ops.sort(ops.cast(best_blocks, "int32"), axis=1)  # in row order, so that ties keep it
+    rows = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * blocks + best_blocks, (-1,))
+    values, position = ops.top_k(ops.reshape(ops.take(x, rows, axis=0), (batch, k * _TOP_K_BLOCK)), k, sorted=True)
+    position = ops.cast(position, "int32")
+    block = ops.take_along_axis(best_blocks, position // _TOP_K_BLOCK, axis=1)
+    return values, block * _TOP_K_BLOCK + position % _TOP_K_BLOCK
+
+
 def _keep_top_k(logits, k):
     kth = ops.top_k(logits, min(k, logits.shape[-1]), sorted=True)[0][:, -1:]  # k past V keeps every id
     return ops.where(logits < kth, _NEG_INF, logits)
@@ -153,9 +181,8 @@ def _beam_step(model, step, rows, groups, context, settings):
     log_probs = ops.reshape(log_probs, (batch, num_beams, -1))
     pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
     log_probs = ops.where(done[..., None], pad_only, log_probs)
-    candidates = ops.reshape(scores[..., None] + log_probs, (batch, -1))
-    scores, flat = ops.top_k(candidates, num_beams, sorted=True)
-    flat = ops.cast(flat, "int32")
+    candidates = ops.reshape(scores[..., None] + log_probs, (batch, num_beams * vocabulary_size))
+    scores, flat = _top_k(candidates, num_beams)
     beam, token = flat // vocabulary_size, flat % vocabulary_size
     rows_kept = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * num_beams + beam, (-1,))
     done = ops.take_along_axis(done, beam, axis=1)

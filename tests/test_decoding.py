@@ -191,15 +191,30 @@ def test_beam_search_stopping_early_keeps_the_full_search_result(alpha):
         np.testing.assert_allclose(score, log_prob / ((5 + length) / 6) ** alpha, atol=1e-4)
 
 
-@pytest.mark.parametrize("strategy", ["beam", "greedy"])
-def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy):
-    """search_steps a few positions at a time, keeping only the unfinished groups (as the export does), writes the
-    ids and scores of one decode call."""
+def markov_chain_ending_at_different_steps():
     rng = np.random.default_rng(3)
     table = rng.dirichlet(np.ones(8) * 0.4, size=8)
     table[:, END] += np.linspace(0.0, 0.6, 8)  # some rows end early, some late
-    model = MarkovChain(table)
-    prompt = ops.convert_to_tensor(np.asarray([[1], [3], [4], [5], [6], [7]], "int32"))
+    return MarkovChain(table)
+
+
+def small_transformer_seq2seq():
+    """Random weights over 8 ids, the end id favoured so that its beams end at different steps; it reads its cache
+    through `cache_rows`."""
+    keras.utils.set_random_seed(4)
+    model = ks.models.transformer_seq2seq(8, 8, 6, 12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    model({"encoder_inputs": np.ones((1, 6), "int32"), "decoder_inputs": np.ones((1, 12), "int32")})
+    model.head.variables[-1].assign(np.where(np.arange(8) == END, 0.3, 0.0))
+    return model
+
+
+@pytest.mark.parametrize("strategy", ["beam", "greedy"])
+@pytest.mark.parametrize("build", [markov_chain_ending_at_different_steps, small_transformer_seq2seq])
+def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy, build):
+    """search_steps a few positions at a time, keeping only the unfinished groups (as the export does) in reversed
+    order (their cache rows move), writes the ids and scores of one decode call."""
+    model = build()
+    prompt = ops.convert_to_tensor(np.random.default_rng(0).integers(1, 8, size=(6, 1)).astype("int32"))
     settings = dict(strategy=strategy, num_beams=3, end_id=END, length_penalty=0.6, start_id=START)
     expected_ids, expected_scores = (to_numpy(x) for x in decoding.decode(model, prompt, 0, 12, **settings))
     state = decoding.search_start(model, prompt, 0, 12, **settings)
@@ -214,7 +229,7 @@ def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy):
             ids[source], scores[source] = rows[group], to_numpy(state["groups"]["scores"])[group]
             lengths[source] = to_numpy(state["groups"].get("lengths", state["groups"]["scores"]))[group]
         assert np.all(to_numpy(state["groups"]["done"]).all(1)[order[unfinished:]])
-        kept = order[: max(int(unfinished), 1)]
+        kept = order[: max(int(unfinished), 1)][::-1]
         state, origin = decoding.take_groups(state, ops.convert_to_tensor(kept)), origin[kept]
     ended = {"rows": {"ids": ops.convert_to_tensor(np.concatenate([ids[s] for s in range(6)]))},
              "groups": {"scores": ops.convert_to_tensor(np.stack([scores[s] for s in range(6)])),
@@ -436,3 +451,16 @@ def test_argmax_helper_takes_the_first_of_tied_maxima(rng):
     chosen = to_numpy(decoding._argmax(keras.ops.convert_to_tensor(logits)))
     np.testing.assert_array_equal(chosen, np.argmax(logits, axis=-1))
     assert chosen[1] == 2 and chosen[3] == 0
+
+
+@pytest.mark.parametrize("size,k", [(7, 3), (100, 1), (100, 4), (4000, 4), (1000, 40)])
+def test_top_k_by_blocks_equals_top_k_with_ties_to_the_lower_index(size, k):
+    rng = np.random.default_rng(size + k)
+    x = rng.integers(-20, 20, size=(6, size)).astype("float32")  # many ties
+    x[0] = 3.0  # a row of one value
+    values, index = (to_numpy(t) for t in decoding._top_k(ops.convert_to_tensor(x), k))
+    expected_index = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(values, np.take_along_axis(x, expected_index, axis=1))
+    np.testing.assert_array_equal(np.take_along_axis(x, index, axis=1), values)
+    if keras.backend.backend() != "torch":  # torch.topk orders ties as it likes
+        np.testing.assert_array_equal(index, expected_index)
