@@ -169,6 +169,7 @@ def _beam_step(model, step, rows, groups, context, settings):
 
     A finished beam (its last token was `end_id`) can only be extended by padding at
     no cost, so it stops growing and keeps its score while competing with the rest.
+    A sequence whose best ended beams no unfinished one can overtake stops (`_decided`).
     With `early_stopping`, a sequence stops once it has `num_return_sequences` ended
     beams that each rank above every unfinished one (`_settle`): its unfinished beams
     are dropped (score `_NEG_INF`), and the search can end before every beam has.
@@ -516,9 +517,10 @@ def generate(
             prompt or start id counts), so no sequence ends shorter.
         early_stopping: beam search only (with an `end_id`). False: a row's
             beams run until they end or reach `max_length`, or until no
-            unfinished beam can still overtake its best ended ones (whose ranking
-            going on would not change), and the length penalty ranks them all. True: a row stops once `num_return_sequences` of its
-            beams have ended and rank above every unfinished beam (scored at its
+            unfinished beam can still overtake its best ended ones (going on
+            would not change the result), and the length penalty ranks them
+            all. True: a row stops once `num_return_sequences` of its beams
+            have ended and rank above every unfinished beam (scored at its
             next length), as the NMT toolkits do; only ended beams are returned.
             Faster, above all for a weak model whose beams wander to
             `max_length`. Without a length penalty the result is the same; with

@@ -90,10 +90,11 @@ def _decode_dropping_ended(model, ids, max_length, settings):
     ended sentences as it goes.
 
     Runs `DROP_EVERY` steps at a time as one XLA program, then goes on with the
-    sentences still decoding, padded with ended ones to a size of `_size_at_least`: a batch whose
-    last sentence runs to `max_length` (a weak model's beams wander there) costs that
-    sentence's rows, not the batch's. Each count of rows is compiled once, at its
-    first use; a lone sentence is decoded by one XLA program, start to end.
+    sentences still decoding, padded with ended ones to a size of `_size_at_least`: a
+    batch whose last sentence runs to `max_length` (a weak model's beams wander
+    there) costs that sentence's rows, not the batch's. Each count of rows is
+    compiled once, at its first use; a lone sentence is decoded by one XLA program,
+    start to end.
     """
     import tensorflow as tf
 
