@@ -20,7 +20,10 @@ Beam search reorders its rows every step. By default every tensor of the cache i
 gathered to follow them. A model whose `_decoding_reads_cache_rows` is True (the
 Transformers) instead takes `cache_rows=` `(B, max_length)`, the row whose cache
 holds each position of a row's history, and reads its cache through it: no step
-copies the cache, whose size grows with `max_length` and the model's depth.
+copies the cache, whose size grows with `max_length` and the model's depth. A model
+whose cache has a time axis names it in `_decoding_cache_time_axis` (2 for the
+Transformers' `(B, 2, max_length, H, d)`): `resize_cache` can then hold a decoding's
+cache to the positions written so far, and its steps attend over those alone.
 
 Each new token then costs one step, not a rerun of the prefix. The loop has a fixed
 trip bound and fixed shapes, so it compiles with XLA (TensorFlow, TPU), `jax.jit`,
@@ -144,10 +147,10 @@ def _token_chooser(strategy, temperature, k, p, seed):
     return choose
 
 
-def _sampling_step(model, step, rows, groups, context, seed, settings):
-    """One token per row for greedy decoding and sampling (`groups`: `(B, copies)` scores and ended flags)."""
+def _sampling_step(model, step, rows, groups, context, choose, settings):
+    """One token per row for greedy decoding and sampling (`groups`: `(B, copies)` scores and ended flags; `choose`
+    from `_token_chooser`)."""
     end_id = settings["end_id"]
-    choose = _token_chooser(settings["strategy"], settings["temperature"], settings["k"], settings["p"], seed)
     logits = _mask_forbidden(rows["logits"], step, end_id, settings["min_length"])
     done, score = ops.reshape(groups["done"], (-1,)), ops.reshape(groups["scores"], (-1,))
     token = ops.cast(choose(logits, step), "int32")
@@ -396,12 +399,13 @@ def search_steps(model, state, stop, **settings):
     settings = _full_settings(settings)
     context, seed = state["rows"]["context"], state["seed"]
     rows = {name: x for name, x in state["rows"].items() if name != "context"}
+    choose = _token_chooser(settings["strategy"], settings["temperature"], settings["k"], settings["p"], seed)
 
     def body(step, rows, groups):
         if settings["strategy"] == "beam":
             rows, groups = _beam_step(model, step, rows, groups, context, settings)
         else:
-            rows, groups = _sampling_step(model, step, rows, groups, context, seed, settings)
+            rows, groups = _sampling_step(model, step, rows, groups, context, choose, settings)
         return step + 1, rows, groups
 
     max_length = ops.shape(rows["ids"])[1]
@@ -449,6 +453,47 @@ def take_groups(state, index):
     return {**state, "rows": rows, "groups": groups}
 
 
+_FIRST_CACHE_WINDOW = 16  # the least cache length decoding attends over; it doubles as the decoding goes on
+
+
+def cache_windows(model, first_step, max_length):
+    """The cache lengths a decoding from position `first_step` grows through: 16, 32, 64, ... above `first_step`
+    and at most 2/3 of `max_length`, then `max_length` (just `[max_length]` for a model whose cache has no
+    `_decoding_cache_time_axis`).
+
+    Attention over the cache costs its length: steps that hold their cache to the
+    positions written so far read a fraction of `max_length`. Each length is a shape
+    that XLA compiles for, hence few of them.
+    """
+    if getattr(model, "_decoding_cache_time_axis", None) is None or first_step is None:  # optional: None unless a
+        return [max_length]  # model says so; a prompt length unknown while tracing: one window
+    sizes = [_FIRST_CACHE_WINDOW * 2**k for k in range(max(1, max_length).bit_length())]
+    return [size for size in sizes if first_step < size and 3 * size <= 2 * max_length] + [max_length]
+
+
+def resize_cache(model, state, length):
+    """`state` with its cache (and cache rows) cut or padded with zeros to `length` positions (see `cache_windows`;
+    a model whose cache has no `_decoding_cache_time_axis` gets its state back as it is).
+
+    Positions from `length` on are dropped; padded ones are masked until a step writes them.
+    """
+    axis = getattr(model, "_decoding_cache_time_axis", None)
+    if axis is None:
+        return state
+
+    def fit(x, axis):
+        x = x[(slice(None),) * axis + (slice(None, length),)]
+        padding = [[0, 0]] * len(x.shape)
+        padding[axis] = [0, length - ops.shape(x)[axis]]
+        return ops.pad(x, padding)
+
+    rows = dict(state["rows"])
+    rows["cache"] = keras.tree.map_structure(lambda x: fit(x, axis), rows["cache"])
+    if "cache_rows" in rows:  # row 0 for the new positions: in range, and masked until their step writes them
+        rows["cache_rows"] = fit(rows["cache_rows"], 1)
+    return {**state, "rows": rows}
+
+
 def decode(model, inputs, seed, max_length, **settings):
     """The decoding itself, as tensor operations: ids `(B, n, max_length)` and scores `(B, n)`.
 
@@ -457,10 +502,13 @@ def decode(model, inputs, seed, max_length, **settings):
     (`keras_seq.export`). `seed` is an int32 scalar (a Python int on torch); `inputs`
     must hold int32 ids. `settings` are `generate`'s keyword arguments (`strategy`,
     `num_beams`, ...), its defaults for those left out; their values are not checked (an
-    unknown name raises `TypeError`).
+    unknown name raises `TypeError`). The cache grows through `cache_windows`.
     """
     state = search_start(model, inputs, seed, max_length, **settings)
-    return search_result(search_steps(model, state, max_length, **settings), **settings)
+    first_step = model._input_ids(inputs).shape[1] if model._inputs_are_prompts else 1
+    for window in cache_windows(model, first_step, max_length):
+        state = search_steps(model, resize_cache(model, state, window), window, **settings)
+    return search_result(state, **settings)
 
 
 def generate(

@@ -64,8 +64,9 @@ def _size_at_least(count):
     return tf.reduce_min(tf.where(sizes >= count, sizes, sizes[-1]))
 
 
-def _few_shapes(ids, source_length):
-    """`ids` `(B, S)` padded to a row count of `_size_at_least` (repeating its rows) and to a multiple of 16 ids.
+def _few_shapes(ids, source_length, least_rows=1):
+    """`ids` `(B, S)` padded to a row count of `_size_at_least` (repeating its rows), `least_rows` or more, and to a
+    multiple of 16 ids.
 
     XLA compiles the decoding once per input shape (seconds each): this bounds the
     shapes a server meets to a few per octave. Padded ids are masked and
@@ -76,13 +77,28 @@ def _few_shapes(ids, source_length):
 
     batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
     ids = tf.concat([ids, tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
-    rows = _size_at_least(batch)
+    rows = _size_at_least(tf.maximum(batch, least_rows))
     padded_width = tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
     ids = tf.pad(ids, [[0, 0], [0, padded_width - width]])
     return tf.gather(ids, tf.range(rows) % tf.shape(ids)[0])
 
 
 DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended sentences
+# A greedy batch of one sentence is decoded as two rows (the sentence twice): XLA on the CPU runs the
+# products of one row as matrix-vector loops that transpose the output embedding at every step (16
+# steps took 7.7 ms for one row, 4.5 ms for two). Up to this many rows, one XLA program decodes.
+LONE_ROWS = 2
+
+
+def _window_at_least(model, count, max_length):
+    """The least of `decoding.cache_windows` >= `count`: the cache length a call that steps to position `count`
+    attends over."""
+    import tensorflow as tf
+
+    from keras_seq import decoding
+
+    windows = tf.constant(decoding.cache_windows(model, 1, max_length))
+    return tf.reduce_min(tf.where(windows >= count, windows, max_length))
 
 
 def _decode_dropping_ended(model, ids, max_length, settings):
@@ -92,9 +108,10 @@ def _decode_dropping_ended(model, ids, max_length, settings):
     Runs `DROP_EVERY` steps at a time as one XLA program, then goes on with the
     sentences still decoding, padded with ended ones to a size of `_size_at_least`: a
     batch whose last sentence runs to `max_length` (a weak model's beams wander
-    there) costs that sentence's rows, not the batch's. Each count of rows is
-    compiled once, at its first use; a lone sentence is decoded by one XLA program,
-    start to end.
+    there) costs that sentence's rows, not the batch's. The cache grows with the
+    steps (`_window_at_least`, `decoding.resize_cache`). Each count of rows and
+    cache length is compiled once, at its first use; up to `LONE_ROWS` sources are
+    decoded by one XLA program, start to end.
     """
     import tensorflow as tf
 
@@ -111,10 +128,11 @@ def _decode_dropping_ended(model, ids, max_length, settings):
         return decoding.decode(model, ids, tf.constant(0), max_length, **settings)
 
     start, steps, whole = (tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole))
-    return tf.cond(tf.shape(ids)[0] > 1, lambda: _dropping_ended(start, steps, ids, max_length, settings), lambda: whole(ids))
+    dropping = lambda: _dropping_ended(model, start, steps, ids, max_length, settings)
+    return tf.cond(tf.shape(ids)[0] > LONE_ROWS, dropping, lambda: whole(ids))
 
 
-def _dropping_ended(start, steps, ids, max_length, settings):
+def _dropping_ended(model, start, steps, ids, max_length, settings):
     """The loop of `_decode_dropping_ended` over its compiled `start` and `steps`."""
     import tensorflow as tf
 
@@ -123,8 +141,9 @@ def _dropping_ended(start, steps, ids, max_length, settings):
     state = start(ids)
     copies = state["groups"]["done"].shape[1]
 
-    def results(state):
-        return {"ids": tf.reshape(state["rows"]["ids"], (-1, copies, max_length)), **state["groups"]}
+    def results(state):  # what `search_result` reads
+        groups = {name: x for name, x in state["groups"].items() if name != "done"}
+        return {"ids": tf.reshape(state["rows"]["ids"], (-1, copies, max_length)), **groups}
 
     def condition(state, origin, outputs):
         return tf.logical_and(state["step"] < max_length, tf.logical_not(tf.reduce_all(state["groups"]["done"])))
@@ -132,6 +151,7 @@ def _dropping_ended(start, steps, ids, max_length, settings):
     def body(state, origin, outputs):
         sentences = tf.shape(origin)[0]
         stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), max_length)  # one left: to its end
+        state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
         state, order, unfinished = steps(state, stop)
         news = results(state)
         outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
@@ -143,16 +163,27 @@ def _dropping_ended(start, steps, ids, max_length, settings):
         ) + (outputs,)
 
     loop_vars = (state, tf.range(tf.shape(ids)[0]), results(state))
-    any_rows = lambda x: tf.TensorShape([None, *x.shape[1:]])
+    time_axes = {"cache": getattr(model, "_decoding_cache_time_axis", None), "cache_rows": 1}
+    rows_shapes = {  # the row count changes between calls, and the cache length
+        name: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0, time_axes.get(name)), value)
+        for name, value in state["rows"].items()
+    }
     invariants = (
-        {**tf.nest.map_structure(lambda x: x.shape, state), "rows": tf.nest.map_structure(any_rows, state["rows"]),
-         "groups": tf.nest.map_structure(any_rows, state["groups"])},
+        {**tf.nest.map_structure(lambda x: x.shape, state), "rows": rows_shapes,
+         "groups": tf.nest.map_structure(lambda x: _free_axes(x.shape, 0), state["groups"])},
         tf.TensorShape([None]),
         tf.nest.map_structure(lambda x: x.shape, loop_vars[2]),
     )
     _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
     ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
     return decoding.search_result(ended, **settings)
+
+
+def _free_axes(shape, *axes):
+    """`shape` with the sizes of `axes` (None ones skipped) left open."""
+    import tensorflow as tf
+
+    return tf.TensorShape([None if axis in axes else size for axis, size in enumerate(shape)])
 
 
 def export_translator(
@@ -183,8 +214,10 @@ def export_translator(
     def signature(name, settings):
         def translate(sentences):
             ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
+            least_rows = LONE_ROWS if settings["strategy"] == "greedy" else 1
             best, _ = _decode_dropping_ended(
-                module.model, _few_shapes(ids, source_length), max_length, dict(end_id=text.END, start_id=text.START, **settings)
+                module.model, _few_shapes(ids, source_length, least_rows), max_length,
+                dict(end_id=text.END, start_id=text.START, **settings),
             )
             best = best[: tf.shape(sentences)[0], 0]
             return target_vocabulary.decode(best, table=module.target_table)

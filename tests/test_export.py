@@ -85,5 +85,6 @@ def test_few_shapes_pads_rows_to_a_size_of_the_ladder_and_width_to_a_multiple_of
     assert not export._few_shapes(tf.zeros((0, 0), tf.int32), 10).numpy().any()  # one row of padding
     assert export._few_shapes(tf.zeros((0, 0), tf.int32), 10).numpy().shape == (1, 10)
     assert export._few_shapes(ids[:1, :0], 10).numpy().shape == (1, 10)
+    np.testing.assert_array_equal(export._few_shapes(ids[:1], 10, least_rows=2).numpy()[:, :3], ids.numpy()[[0, 0]])
     sizes = [int(export._size_at_least(tf.constant(n))) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 33, 49, 65)]
     assert sizes == [1, 2, 3, 6, 8, 12, 16, 24, 32, 48, 64, 96]

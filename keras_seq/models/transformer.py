@@ -119,6 +119,7 @@ class TransformerLM(GenerativeModel):
     """
 
     _decoding_reads_cache_rows = True
+    _decoding_cache_time_axis = 2
 
     def __init__(self, vocabulary_size, sequence_length, num_layers=4, hidden_dim=256, num_heads=4, intermediate_dim=1024,
                  dropout=0.0, norm_first=True, positional="learned", tie_embeddings=False, **kwargs):
@@ -196,6 +197,7 @@ class TransformerSeq2Seq(GenerativeModel):
     """
 
     _decoding_reads_cache_rows = True
+    _decoding_cache_time_axis = 2
     _inputs_are_prompts = False
 
     def __init__(self, source_vocabulary_size, target_vocabulary_size, source_length, target_length, num_layers=2,
