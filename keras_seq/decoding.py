@@ -465,20 +465,29 @@ def cache_windows(model, first_step, max_length):
     positions written so far read a fraction of `max_length`. Each length is a shape
     that XLA compiles for, hence few of them.
     """
-    if getattr(model, "_decoding_cache_time_axis", None) is None or first_step is None:  # optional: None unless a
-        return [max_length]  # model says so; a prompt length unknown while tracing: one window
+    max_length = int(max_length)
+    if cache_time_axes(model) is None:
+        return [max_length]
     sizes = [_FIRST_CACHE_WINDOW * 2**k for k in range(max(1, max_length).bit_length())]
     return [size for size in sizes if first_step < size and 3 * size <= 2 * max_length] + [max_length]
+
+
+def cache_time_axes(model):
+    """`{"cache": axis, "cache_rows": 1}`: where the positions lie in every tensor of a decoding state's cache and
+    in its cache rows; None for a model whose cache has no `_decoding_cache_time_axis` (a recurrent state)."""
+    axis = getattr(model, "_decoding_cache_time_axis", None)  # optional: None unless a model says so
+    return None if axis is None else {"cache": axis, "cache_rows": 1}
 
 
 def resize_cache(model, state, length):
     """`state` with its cache (and cache rows) cut or padded with zeros to `length` positions (see `cache_windows`;
     a model whose cache has no `_decoding_cache_time_axis` gets its state back as it is).
 
-    Positions from `length` on are dropped; padded ones are masked until a step writes them.
+    `length` must exceed every position written so far (`state["step"]` and before);
+    padded positions are masked until a step writes them.
     """
-    axis = getattr(model, "_decoding_cache_time_axis", None)
-    if axis is None:
+    axes = cache_time_axes(model)
+    if axes is None:
         return state
 
     def fit(x, axis):
@@ -488,9 +497,9 @@ def resize_cache(model, state, length):
         return ops.pad(x, padding)
 
     rows = dict(state["rows"])
-    rows["cache"] = keras.tree.map_structure(lambda x: fit(x, axis), rows["cache"])
+    rows["cache"] = keras.tree.map_structure(lambda x: fit(x, axes["cache"]), rows["cache"])
     if "cache_rows" in rows:  # row 0 for the new positions: in range, and masked until their step writes them
-        rows["cache_rows"] = fit(rows["cache_rows"], 1)
+        rows["cache_rows"] = fit(rows["cache_rows"], axes["cache_rows"])
     return {**state, "rows": rows}
 
 

@@ -84,10 +84,9 @@ def _few_shapes(ids, source_length, least_rows=1):
 
 
 DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended sentences
-# A greedy batch of one sentence is decoded as two rows (the sentence twice): XLA on the CPU runs the
-# products of one row as matrix-vector loops that transpose the output embedding at every step (16
-# steps took 7.7 ms for one row, 4.5 ms for two). Up to this many rows, one XLA program decodes.
-LONE_ROWS = 2
+# Greedy decoding runs at least two rows (a lone sentence twice): XLA on the CPU makes the products of
+# one row matrix-vector loops that transpose the output embedding at every step, slower than two rows.
+GREEDY_LEAST_ROWS = 2
 
 
 def _window_at_least(model, count, max_length):
@@ -101,17 +100,17 @@ def _window_at_least(model, count, max_length):
     return tf.reduce_min(tf.where(windows >= count, windows, max_length))
 
 
-def _decode_dropping_ended(model, ids, max_length, settings):
+def _decode_dropping_ended(model, ids, max_length, settings, sentences):
     """`decoding.decode` of the sources `ids` `(B, S)` (ids `(B, n, max_length)` and scores `(B, n)`), dropping the
-    ended sentences as it goes.
+    ended sentences as it goes (`sentences`: how many of the rows are real, the rest repeat them).
 
     Runs `DROP_EVERY` steps at a time as one XLA program, then goes on with the
     sentences still decoding, padded with ended ones to a size of `_size_at_least`: a
     batch whose last sentence runs to `max_length` (a weak model's beams wander
     there) costs that sentence's rows, not the batch's. The cache grows with the
     steps (`_window_at_least`, `decoding.resize_cache`). Each count of rows and
-    cache length is compiled once, at its first use; up to `LONE_ROWS` sources are
-    decoded by one XLA program, start to end.
+    cache length is compiled once, at its first use; a lone sentence is decoded by
+    one XLA program, start to end.
     """
     import tensorflow as tf
 
@@ -129,7 +128,7 @@ def _decode_dropping_ended(model, ids, max_length, settings):
 
     start, steps, whole = (tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole))
     dropping = lambda: _dropping_ended(model, start, steps, ids, max_length, settings)
-    return tf.cond(tf.shape(ids)[0] > LONE_ROWS, dropping, lambda: whole(ids))
+    return tf.cond(sentences > 1, dropping, lambda: whole(ids))
 
 
 def _dropping_ended(model, start, steps, ids, max_length, settings):
@@ -150,7 +149,9 @@ def _dropping_ended(model, start, steps, ids, max_length, settings):
 
     def body(state, origin, outputs):
         sentences = tf.shape(origin)[0]
-        stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), max_length)  # one left: to its end
+        # One sentence left: on to the end of its cache window, then the next window.
+        to_window_end = _window_at_least(model, state["step"] + 1, max_length)
+        stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), to_window_end)
         state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
         state, order, unfinished = steps(state, stop)
         news = results(state)
@@ -163,7 +164,7 @@ def _dropping_ended(model, start, steps, ids, max_length, settings):
         ) + (outputs,)
 
     loop_vars = (state, tf.range(tf.shape(ids)[0]), results(state))
-    time_axes = {"cache": getattr(model, "_decoding_cache_time_axis", None), "cache_rows": 1}
+    time_axes = decoding.cache_time_axes(model) or {}
     rows_shapes = {  # the row count changes between calls, and the cache length
         name: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0, time_axes.get(name)), value)
         for name, value in state["rows"].items()
@@ -214,10 +215,10 @@ def export_translator(
     def signature(name, settings):
         def translate(sentences):
             ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
-            least_rows = LONE_ROWS if settings["strategy"] == "greedy" else 1
+            least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
             best, _ = _decode_dropping_ended(
                 module.model, _few_shapes(ids, source_length, least_rows), max_length,
-                dict(end_id=text.END, start_id=text.START, **settings),
+                dict(end_id=text.END, start_id=text.START, **settings), tf.shape(sentences)[0],
             )
             best = best[: tf.shape(sentences)[0], 0]
             return target_vocabulary.decode(best, table=module.target_table)

@@ -222,7 +222,7 @@ def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy, buil
     origin = np.arange(6)
     ids, scores, lengths = {}, {}, {}
     while int(to_numpy(state["step"])) < 12 and not to_numpy(state["groups"]["done"]).all():
-        stop = int(to_numpy(state["step"])) + 2
+        stop = min(int(to_numpy(state["step"])) + 2, 12)
         state = decoding.search_steps(model, decoding.resize_cache(model, state, stop), stop, **settings)  # cache grows
         order, unfinished = (to_numpy(x) for x in decoding.unfinished_groups(state))
         copies = to_numpy(state["groups"]["done"]).shape[1]
@@ -248,31 +248,33 @@ def test_cache_windows_double_from_16_and_end_at_max_length():
     assert decoding.cache_windows(model, 1, 66) == [16, 32, 66]  # not 64: within 1.5x of 66
     assert decoding.cache_windows(model, 1, 200) == [16, 32, 64, 128, 200]
     assert decoding.cache_windows(model, 20, 200) == [32, 64, 128, 200]  # a prompt of 20 ids fills the first window
-    assert decoding.cache_windows(model, None, 200) == [200]
+    assert decoding.cache_windows(model, 1, np.int64(24)) == [16, 24]
     assert decoding.cache_windows(markov_chain_ending_at_different_steps(), 1, 200) == [200]  # no cache to cut
 
 
 @pytest.mark.parametrize("strategy", ["beam", "greedy"])
-@pytest.mark.parametrize("language_model", [False, True])
-def test_decoding_through_growing_cache_windows_equals_one_full_cache(strategy, language_model):
-    """`decode` grows its cache through 16 and 32 positions to 50: the ids and scores of one loop over the whole
-    cache (a window cut too short, or rows padded wrong, would change them)."""
+@pytest.mark.parametrize("prompt", [None, 4, 20])
+def test_decoding_through_growing_cache_windows_equals_one_full_cache(strategy, prompt):
+    """`decode`, eager and compiled by `generate`, grows its cache through windows (16, 32, then 50; a language
+    model's prompt of 20 starts at 32): the ids and scores of one loop over the whole cache (a window cut short
+    of the positions written would change them)."""
     keras.utils.set_random_seed(5)
-    if language_model:
+    if prompt:
         model = ks.models.transformer_lm(8, 50, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
-        inputs = np.random.default_rng(1).integers(1, 8, size=(3, 4)).astype("int32")
+        inputs = np.random.default_rng(1).integers(1, 8, size=(3, prompt)).astype("int32")
     else:
         model = ks.models.transformer_seq2seq(8, 8, 6, 50, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
         inputs = np.random.default_rng(1).integers(1, 8, size=(3, 6)).astype("int32")
+    first_step = prompt or 1
+    assert decoding.cache_windows(model, first_step, 50) == ([32, 50] if first_step > 16 else [16, 32, 50])
     inputs = ops.convert_to_tensor(inputs)
-    settings = dict(strategy=strategy, num_beams=2, end_id=None, start_id=START)
-    assert decoding.cache_windows(model, 4, 50) == [16, 32, 50]
+    settings = dict(strategy=strategy, num_beams=2, num_return_sequences=2, end_id=None, start_id=START)
     full = decoding.search_steps(model, decoding.search_start(model, inputs, 0, 50, **settings), 50, **settings)
     expected_ids, expected_scores = (to_numpy(x) for x in decoding.search_result(full, **settings))
-    ids, scores = (to_numpy(x) for x in decoding.decode(model, inputs, 0, 50, **settings))
-    np.testing.assert_array_equal(ids, expected_ids)
-    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
-    assert (ids[..., 16:] != 0).all()  # no end id: every window was decoded
+    for ids, scores in (decoding.decode(model, inputs, 0, 50, **settings), model.generate(inputs, 50, **settings)):
+        np.testing.assert_array_equal(to_numpy(ids), expected_ids)
+        np.testing.assert_allclose(to_numpy(scores), expected_scores, atol=1e-5)
+    assert (expected_ids[..., 16:] != 0).all()  # no end id: every window was decoded
 
 
 def test_finished_sequences_are_padded_and_keep_their_score():

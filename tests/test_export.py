@@ -72,6 +72,32 @@ def test_a_sentence_translates_the_same_alone_and_in_any_batch(translator):
         assert served(function, []) == []
 
 
+@pytest.mark.parametrize("strategy", ["beam", "greedy"])
+def test_decoding_in_pieces_over_a_growing_cache_gives_decode(strategy):
+    """The export's loop (4 steps a call, ended sentences dropped, the cache cut to 16 positions, then grown to 40)
+    and its lone-sentence program give `decoding.decode`'s ids and scores."""
+    import tensorflow as tf
+
+    from keras_seq import decoding
+
+    keras.utils.set_random_seed(6)
+    model = ks.models.transformer_seq2seq(9, 9, 8, 40, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=16)
+    end_bias = {"beam": -0.3, "greedy": -0.05}[strategy]  # the end id ends these sentences at different steps
+    model.head.variables[-1].assign(np.where(np.arange(9) == 2, end_bias, 0.0))
+    assert decoding.cache_windows(model, 1, 40) == [16, 40]
+    sources = tf.constant(np.random.default_rng(2).integers(1, 9, size=(5, 8)), tf.int32)
+    settings = dict(strategy=strategy, num_beams=3, length_penalty=0.6, end_id=2, start_id=1)
+    lengths = []
+    for rows in (sources, sources[3:4]):
+        expected_ids, expected_scores = decoding.decode(model, rows, 0, 40, **settings)
+        ids, scores = tf.function(lambda x: export._decode_dropping_ended(model, x, 40, settings, tf.shape(x)[0]))(rows)
+        np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
+        np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), atol=1e-5)
+        lengths.append((expected_ids.numpy()[:, 0] != 0).sum(-1))
+    assert lengths[1][0] > 32  # the lone sentence's cache grew past its first window
+    assert lengths[0].max() > 32 and lengths[0].min() < 16  # sentences dropped while others decode on
+
+
 def test_few_shapes_pads_rows_to_a_size_of_the_ladder_and_width_to_a_multiple_of_16():
     import tensorflow as tf
 

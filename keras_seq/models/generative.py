@@ -16,7 +16,8 @@ class GenerativeModel(ConfigFromArguments, MaskedLogitsModel):
     rebuild them) and implement `_decoding_start`, `_decoding_step` and
     `decoding_vocabulary_size` (see `keras_seq.decoding`); `_decoding_reads_cache_rows = True` if their
     `_decoding_step` takes `cache_rows` (beam search then reorders no cache);
-    `_decoding_cache_time_axis` if their cache has one (`decoding.resize_cache`);
+    `_decoding_cache_time_axis`, the axis of every cache tensor that holds its positions, where
+    there is one (`decoding.resize_cache`);
     `_inputs_are_prompts = False` for seq2seq models, and `_length_limits` where
     positions are bounded.
     """
