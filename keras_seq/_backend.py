@@ -13,8 +13,11 @@ backend-agnostic public equivalent in Keras 3:
   (`flash_attention_flag`);
 * the `tf.data` options of pipelines too small to autotune (`tf_data_without_autotuning`), and
   whether a train step is compiled anew for each input shape (`compiles_each_input_shape`);
-* the fastest exact cross-entropy of each backend (`target_nll_from_logits`), and the form
-  of the seed a compiled decoder takes (`decoding_seed`).
+* the fastest exact cross-entropy of each backend (`target_nll_from_logits`, with label smoothing
+  `smoothed_nll_from_logits`) and test of a
+  target against the arg-max (`is_first_argmax`), and the form
+  of the seed a compiled decoder takes (`decoding_seed`);
+* JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`).
 """
 
 import numpy as np
@@ -115,6 +118,64 @@ def target_nll_from_logits(logits, targets):
     if backend == "jax":
         return ops.logsumexp(logits, axis=-1) - take_target(logits, targets)
     return -take_target(ops.log_softmax(logits, axis=-1), targets)
+
+
+def smoothed_nll_from_logits(logits, targets, epsilon):
+    """`(1 - epsilon) * -log p(target) + epsilon * mean_k(-log p(k))` per position, from float32 logits.
+
+    Written as `logsumexp(z) - (1 - epsilon) * z_target - epsilon * mean(z)`: one pass for the
+    normaliser, none for a log-softmax tensor; on torch PyTorch's `cross_entropy` with
+    `label_smoothing`, which computes the same in one kernel and its gradient in another.
+    """
+    if keras.backend.backend() == "torch":
+        import torch
+
+        vocabulary_size = logits.shape[-1]
+        flat = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, vocabulary_size), targets.reshape(-1).long(), reduction="none", label_smoothing=epsilon
+        )
+        return flat.reshape(targets.shape)
+    return ops.logsumexp(logits, axis=-1) - (1.0 - epsilon) * take_target(logits, targets) - epsilon * ops.mean(logits, axis=-1)
+
+
+def is_first_argmax(scores, targets):
+    """Whether each target is `argmax(scores, -1)` (the first index of the largest score): `(..., V), (...) -> (...)` bool.
+
+    On JAX, one fused pass that asks whether any score beats the target's (larger, or as
+    large at a smaller index): XLA on the CPU runs `argmax` as a paired (value, index)
+    reduction, several times slower. Elsewhere `argmax(scores) == targets`.
+    """
+    if keras.backend.backend() != "jax":
+        return ops.equal(ops.cast(ops.argmax(scores, axis=-1), "int32"), targets)
+    target_score = ops.expand_dims(take_target(scores, targets), -1)
+    earlier = ops.expand_dims(ops.arange(ops.shape(scores)[-1], dtype="int32"), 0) < ops.expand_dims(targets, -1)
+    beaten = ops.where(earlier, scores >= target_score, scores > target_score)
+    return ops.logical_not(ops.any(beaten, axis=-1))
+
+
+def fused_threefry_available():
+    """Whether `threefry_dropout` gives Keras' own dropout masks: on JAX, with Threefry as its default generator."""
+    if keras.backend.backend() != "jax":
+        return False
+    from keras_seq import _threefry
+
+    return _threefry.is_jax_default()
+
+
+def threefry_dropout(inputs, rate, noise_shape, seed):
+    """Keras' JAX dropout (`keras.src.backend.jax.random.dropout`) of `inputs` for the uint32 `(2,)` `seed`.
+
+    The mask is `jax.random.bernoulli(seed, 1 - rate, noise_shape)` drawn by `_threefry.bernoulli`;
+    a None in `noise_shape` takes the input's size, and the mask broadcasts over the input.
+    """
+    import jax
+
+    from keras_seq import _threefry
+
+    shape = inputs.shape if noise_shape is None else [i if n is None else n for i, n in zip(inputs.shape, noise_shape)]
+    keep = 1.0 - rate
+    mask = jax.numpy.broadcast_to(_threefry.bernoulli(seed, keep, tuple(shape)), inputs.shape)
+    return jax.lax.select(mask, inputs / keep, jax.numpy.zeros_like(inputs))
 
 
 def decoding_seed(seed):

@@ -368,6 +368,12 @@ def search_start(model, inputs, seed, max_length, **settings):
     advances a state, `search_result` reads the decoding out of it, and
     `unfinished_groups` and `take_groups` let a caller drop the ended sequences.
     """
+    return _search_start(model, inputs, seed, max_length, **settings)[0]
+
+
+def _search_start(model, inputs, seed, max_length, **settings):
+    """`search_start`'s state, and the position its `"step"` holds as a Python int (the prompt's width, or 1
+    after a start id)."""
     settings = _full_settings(settings)
     ids = model._input_ids(inputs)
     check_lengths(model, ids, max_length)
@@ -390,7 +396,7 @@ def search_start(model, inputs, seed, max_length, **settings):
     else:
         groups = {"scores": ops.zeros((batch, copies), "float32"), "done": ops.zeros((batch, copies), "bool")}
     step = ops.convert_to_tensor(prompt_length, "int32")
-    return {"step": step, "seed": seed, "rows": state_rows, "groups": groups}
+    return {"step": step, "seed": seed, "rows": state_rows, "groups": groups}, prompt_length
 
 
 def search_steps(model, state, stop, **settings):
@@ -513,8 +519,7 @@ def decode(model, inputs, seed, max_length, **settings):
     `num_beams`, ...), its defaults for those left out; their values are not checked (an
     unknown name raises `TypeError`). The cache grows through `cache_windows`.
     """
-    state = search_start(model, inputs, seed, max_length, **settings)
-    first_step = model._input_ids(inputs).shape[1] if model._inputs_are_prompts else 1
+    state, first_step = _search_start(model, inputs, seed, max_length, **settings)
     for window in cache_windows(model, first_step, max_length):
         state = search_steps(model, resize_cache(model, state, window), window, **settings)
     return search_result(state, **settings)

@@ -54,14 +54,20 @@ def _save(module, path, function, *more):
     tf.saved_model.save(module, path, signatures=signatures)
 
 
+def _least_at_least(ladder, count):
+    """The least entry of the int32 tensor `ladder` >= `count` (an int32 scalar tensor), or its last entry if none is."""
+    import tensorflow as tf
+
+    return tf.reduce_min(tf.where(ladder >= count, ladder, ladder[-1]))
+
+
 def _size_at_least(count):
     """The least of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers of two and 1.5 times them) >= `count` (an int32
     scalar tensor): the row counts compiled for, a few per octave, none over 1.5 times what is needed."""
     import tensorflow as tf
 
     powers = 2 ** tf.range(30)
-    sizes = tf.concat([powers, powers * 3 // 2], axis=0)
-    return tf.reduce_min(tf.where(sizes >= count, sizes, sizes[-1]))
+    return _least_at_least(tf.concat([powers, powers * 3 // 2], axis=0), count)
 
 
 def _few_shapes(ids, source_length, least_rows=1):
@@ -91,13 +97,12 @@ GREEDY_LEAST_ROWS = 2
 
 def _window_at_least(model, count, max_length):
     """The least of `decoding.cache_windows` >= `count`: the cache length a call that steps to position `count`
-    attends over."""
+    attends over (the ladder from position 1 holds every window, whatever position the decoding started at)."""
     import tensorflow as tf
 
     from keras_seq import decoding
 
-    windows = tf.constant(decoding.cache_windows(model, 1, max_length))
-    return tf.reduce_min(tf.where(windows >= count, windows, max_length))
+    return _least_at_least(tf.constant(decoding.cache_windows(model, 1, max_length)), count)  # ends at max_length
 
 
 def _decode_dropping_ended(model, ids, max_length, settings, sentences):

@@ -29,12 +29,18 @@ def known_target_nll(y_pred, targets, from_logits=True):
     return ops.where(known, target_nll(y_pred, ops.where(known, targets, 0), from_logits), 0.0), known
 
 
-def uniform_nll(y_pred, from_logits=True):
-    """`mean_k(-log q(k))` per position, in float32 (the uniform prior's term of the smoothed targets)."""
-    y_pred = ops.cast(y_pred, "float32")
-    if from_logits:
-        return ops.logsumexp(y_pred, axis=-1) - ops.mean(y_pred, axis=-1)
-    return -ops.mean(_log_of_probabilities(y_pred), axis=-1)
+def known_smoothed_nll(logits, targets, epsilon):
+    """`(1 - epsilon) * -log q(target) + epsilon * mean_k(-log q(k))` per position from logits, in one pass
+    over them (`_backend.smoothed_nll_from_logits`), and 0 where a target lies outside `[0, V)`."""
+    known = ops.logical_and(ops.greater_equal(targets, 0), ops.less(targets, logits.shape[-1]))
+    losses = _backend.smoothed_nll_from_logits(ops.cast(logits, "float32"), ops.where(known, targets, 0), epsilon)
+    return ops.where(known, losses, 0.0), known
+
+
+def uniform_nll(probabilities):
+    """`mean_k(-log q(k))` per position of probabilities, in float32 (the uniform prior's term of the smoothed
+    targets; from logits, `known_smoothed_nll` computes it with the target's term)."""
+    return -ops.mean(_log_of_probabilities(ops.cast(probabilities, "float32")), axis=-1)
 
 
 def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_class=None, axis=-1):
@@ -101,8 +107,9 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
 
         loss = (1 - epsilon) * (-log p_y) + epsilon * mean_k(-log p_k),
 
-    which is computed from the logits directly (`target_nll`, `uniform_nll`): the
-    `(B, T, V)` one-hot target is never built. Positions whose target equals
+    which is computed from the logits directly (`known_smoothed_nll`; from
+    probabilities `target_nll` and `uniform_nll`): the `(B, T, V)` one-hot target
+    is never built. Positions whose target equals
     `ignore_index` add nothing and are left out of the mean (a mean over the
     counted positions, not over B*T); a target outside `[0, V)` adds 0 (never
     NaN) but is counted. Computed in float32 whatever the logits' dtype.
@@ -158,10 +165,13 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         if self.ignore_index is not None:
             valid = ops.not_equal(y_true, self.ignore_index)
             targets = ops.where(valid, y_true, 0)  # any in-range id; its loss is masked out
-        losses, known = known_target_nll(y_pred, targets, self.from_logits)
-        if self.epsilon > 0:  # at 0 the uniform term is a (B, T, V) pass that adds nothing
-            uniform = ops.where(known, uniform_nll(y_pred, self.from_logits), 0.0)
-            losses = (1.0 - self.epsilon) * losses + self.epsilon * uniform
+        if self.epsilon > 0 and self.from_logits:
+            losses, known = known_smoothed_nll(y_pred, targets, self.epsilon)
+        else:
+            losses, known = known_target_nll(y_pred, targets, self.from_logits)
+            if self.epsilon > 0:  # at 0 the uniform term is a (B, T, V) pass that adds nothing
+                uniform = ops.where(known, uniform_nll(y_pred), 0.0)
+                losses = (1.0 - self.epsilon) * losses + self.epsilon * uniform
         if valid is not None:
             losses = ops.where(valid, losses, 0.0)
             _backend.set_keras_mask(losses, valid)  # Loss.__call__ then averages over valid positions

@@ -151,6 +151,21 @@ def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
     assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("epsilon", [0.1, 0.3])
+def test_label_smoothing_gradient_is_softmax_minus_smoothed_targets(rng, epsilon):
+    """d H(q', softmax(z)) / dz = softmax(z) - q' (Szegedy et al., 2016, sec. 7), averaged over the counted rows."""
+    logits = rng.normal(size=(4, 7)).astype("float32") * 2
+    targets = np.array([1, 3, 0, 6])  # the row with target 0 is ignored
+    softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    smoothed = (1 - epsilon) * np.eye(7)[targets] + epsilon / 7
+    expected = np.where((targets != 0)[:, None], softmax - smoothed, 0.0) / 3
+    layer = keras.layers.Dense(7, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
+    model = keras.Sequential([keras.Input((4,)), layer])
+    model.compile(keras.optimizers.SGD(1.0), ks.losses.LabelSmoothingCrossEntropy(epsilon, ignore_index=0))
+    model.train_on_batch(np.eye(4, dtype="float32"), targets)
+    assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
+
+
 def test_sparse_cross_entropy_edge_cases(rng):
     loss = ks.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
     logits = (rng.normal(size=(2, 3, 5)) * 1e4).astype("float32")

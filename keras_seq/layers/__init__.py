@@ -1,6 +1,7 @@
 """Keras layers for sequence models (all registered serializable)."""
 
 from keras_seq.layers.alignment_attention import BahdanauAttention, LuongAttention
+from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.embedding import (
     PositionEmbedding,
     ScaledEmbedding,
@@ -22,6 +23,7 @@ __all__ = [
     "BahdanauAttention",
     "ConcatenateCondition",
     "CoupledLSTMCell",
+    "Dropout",
     "InputFeedingDecoder",
     "LuongAttention",
     "MultiHeadAttention",

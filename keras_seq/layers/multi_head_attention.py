@@ -15,6 +15,7 @@ from keras import ops
 from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers._initializers import own_draw
+from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.masking import causal_mask, masked_softmax, merge_masks, rows_with_keys
 
 
@@ -136,7 +137,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
-        self.attention_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.attention_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
 
     def _add_projection(self, name, shape, bias_shape):
         kernel = self.add_weight(name=f"{name}_kernel", shape=shape, initializer=own_draw(self.kernel_initializer))

@@ -12,6 +12,7 @@ import keras
 from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers._initializers import own_draw
+from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
 from keras_seq.layers.positionwise import PositionwiseDense
 
@@ -65,7 +66,7 @@ class _TransformerBlock(keras.layers.Layer):
         attention.build(query_shape, value_shape)
         norm = self._sublayer(keras.layers.LayerNormalization, f"{prefix}_norm", epsilon=self.layer_norm_epsilon)
         norm.build(query_shape)
-        dropout = self._sublayer(keras.layers.Dropout, f"{prefix}_dropout", self.dropout)
+        dropout = self._sublayer(Dropout, f"{prefix}_dropout", self.dropout)
         return attention, norm, dropout
 
     def _build_feed_forward(self, x_shape):
@@ -86,7 +87,7 @@ class _TransformerBlock(keras.layers.Layer):
             PositionwiseDense, "feed_forward_output", hidden_dim, kernel_initializer=own_draw(self.kernel_initializer)
         )
         self.feed_forward_output.build((*x_shape[:-1], self.intermediate_dim))
-        self.feed_forward_dropout = self._sublayer(keras.layers.Dropout, "feed_forward_dropout", self.dropout)
+        self.feed_forward_dropout = self._sublayer(Dropout, "feed_forward_dropout", self.dropout)
 
     def _residual(self, x, norm, sublayer, dropout, training):
         """Pre-norm `x + Dropout(Sublayer(LayerNorm(x)))`, or post-norm `LayerNorm(x + Dropout(Sublayer(x)))`.

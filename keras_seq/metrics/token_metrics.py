@@ -66,7 +66,7 @@ class MaskedAccuracy(_MaskedTokenMetric):
         super().__init__(ignore_index=ignore_index, name=name, **kwargs)
 
     def _per_position(self, y_true, y_pred):
-        return ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
+        return ops.cast(_backend.is_first_argmax(y_pred, y_true), "float32")
 
     def result(self):
         return ops.divide_no_nan(self.total, self.count)

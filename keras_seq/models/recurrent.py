@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import ConcatenateCondition, PositionwiseDense
 from keras_seq.layers.recurrent import CELLS, recurrent_layer, state_count
@@ -308,7 +309,7 @@ class RNNSeq2Seq(GenerativeModel):
             attention_layer = make_attention(attention, units) if attention else None
         combine = PositionwiseDense(units, name="attentional_state") if attention else None
 
-        drop = keras.layers.Dropout(dropout, name="dropout")
+        drop = Dropout(dropout, name="dropout")
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")

@@ -6,6 +6,7 @@ from keras import ops
 from keras_seq import _validation as v
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TiedLogits, TokenAndPositionEmbedding
 from keras_seq.layers.masking import PaddingMaskFromIds
+from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
@@ -65,7 +66,7 @@ def _stack_features(token_ids, embedding, blocks, final_norm, dropout=None, drop
     """
     h = embedding(token_ids)
     if dropout is not None:
-        h = keras.layers.Dropout(dropout, name=dropout_name)(h)
+        h = Dropout(dropout, name=dropout_name)(h)
     for block in blocks:
         h = block(h, **block_inputs)
     return _normalized(final_norm, h)
@@ -319,7 +320,7 @@ def transformer_classifier(
     blocks, final_norm = _stack(TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
     h = _stack_features(token_ids, embedding, blocks, final_norm, dropout)
     h = SequencePooling(pooling, name=f"{pooling}_pooling")(h)
-    h = keras.layers.Dropout(dropout, name="pooled_dropout")(h)
+    h = Dropout(dropout, name="pooled_dropout")(h)
     logits = keras.layers.Dense(num_classes, dtype="float32", name="logits")(h)
     return ArrayFeedModel(token_ids, logits, name=owner)
 

@@ -32,6 +32,26 @@ def test_masked_accuracy_streams_over_batches(batches):
     assert float(metric.result()) == 0.0
 
 
+def test_masked_accuracy_counts_the_first_of_tied_maxima(rng):
+    """As `argmax`: among equal largest scores only the first index is the prediction (untrained, all-zero logits)."""
+    logits = rng.normal(size=(4, 6, 9)).astype("float32")
+    logits[0] = 0.0
+    logits[1, :, 2] = logits[1, :, 7] = 5.0
+    targets = rng.integers(0, 9, size=(4, 6))
+    targets[0, :3], targets[1, :3], targets[1, 3:] = 0, 2, 7
+    targets[2] = logits[2].argmax(-1)
+    metric = ks.metrics.MaskedAccuracy()
+    metric.update_state(targets, logits)
+    expected = (logits.argmax(-1) == targets).mean()
+    assert 0 < expected < 1
+    assert float(metric.result()) == pytest.approx(expected)
+    inputs = keras.Input((6, 9))
+    compiled = keras.Model(inputs, keras.layers.Identity()(inputs))  # XLA on TensorFlow, jax.jit on JAX
+    compiled.compile(loss=ks.losses.LabelSmoothingCrossEntropy(), metrics=[ks.metrics.MaskedAccuracy()],
+                     jit_compile=keras.backend.backend() != "torch")
+    assert compiled.evaluate(logits, targets, return_dict=True, verbose=0)["masked_accuracy"] == pytest.approx(expected)
+
+
 def test_perplexity_is_exp_of_mean_nll(batches):
     logits, targets = batches
     metric = ks.metrics.Perplexity(ignore_index=0)
