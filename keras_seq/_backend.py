@@ -17,7 +17,8 @@ backend-agnostic public equivalent in Keras 3:
   `smoothed_nll_from_logits`) and test of a
   target against the arg-max (`is_first_argmax`), and the form
   of the seed a compiled decoder takes (`decoding_seed`);
-* JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`).
+* JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), and
+  PyTorch's fused Adam kernel on a CPU (`torch_adam_update`).
 """
 
 import numpy as np
@@ -176,6 +177,38 @@ def threefry_dropout(inputs, rate, noise_shape, seed):
     keep = 1.0 - rate
     mask = jax.numpy.broadcast_to(_threefry.bernoulli(seed, keep, tuple(shape)), inputs.shape)
     return jax.lax.select(mask, inputs / keep, jax.numpy.zeros_like(inputs))
+
+
+def torch_adam_update(optimizer, gradients, variables, learning_rate):
+    """Keras' Adam step of `optimizer` over torch `variables`: PyTorch's fused kernel on a CPU, else Keras' own.
+
+    PyTorch's Adam divides by `sqrt(v) / sqrt(1 - beta_2^t) + epsilon` where Keras divides by
+    `(sqrt(v) + epsilon) / sqrt(1 - beta_2^t)`: handing it `epsilon / sqrt(1 - beta_2^t)` makes
+    the two updates one. Elsewhere (a GPU, `amsgrad`, other dtypes) Keras' multi-tensor update
+    runs, the one `keras.optimizers.Adam` runs on torch.
+    """
+    import math
+
+    import torch
+    from keras.src.backend.torch.optimizers.torch_adam import Adam as KerasTorchAdam
+    from torch.optim.adam import adam as functional_adam
+
+    parameters = [variable.value for variable in variables]
+    if optimizer.amsgrad or any(
+        p.device.type != "cpu" or p.dtype != torch.float32 or g.dtype != torch.float32
+        for p, g in zip(parameters, gradients)
+    ):
+        return KerasTorchAdam._parallel_update_step(optimizer, gradients, variables, learning_rate)
+    step = int(optimizer.iterations.value) + 1
+    slots = [optimizer._get_variable_index(variable) for variable in variables]
+    with torch.no_grad():
+        functional_adam(
+            parameters, list(gradients), [optimizer._momentums[i].value for i in slots],
+            [optimizer._velocities[i].value for i in slots], [],
+            [torch.tensor(float(step - 1)) for _ in parameters],  # advanced to `step` by the call
+            fused=True, amsgrad=False, beta1=optimizer.beta_1, beta2=optimizer.beta_2, lr=float(learning_rate),
+            weight_decay=0.0, eps=optimizer.epsilon / math.sqrt(1 - optimizer.beta_2**step), maximize=False,
+        )
 
 
 def decoding_seed(seed):

@@ -100,7 +100,7 @@ def run(args):
                 intermediate_dim=2 * args.hidden_dim,
             )
         model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
+            optimizer=ks.optimizers.Adam(args.learning_rate, clipnorm=1.0),
             # Label -1 marks the rows that pad a batch into equal parts for the devices: left out of both.
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=NO_LABEL),
             metrics=[ks.metrics.MaskedAccuracy(ignore_index=NO_LABEL, name="accuracy")],

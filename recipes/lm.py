@@ -128,7 +128,7 @@ def run(args):
                 num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim, dropout=0.1,
             )
         model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
+            optimizer=ks.optimizers.Adam(args.learning_rate, clipnorm=1.0),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[ks.metrics.Perplexity(ignore_index=0)],
         )

@@ -85,7 +85,7 @@ def run(args):
     def build_and_compile(steps_per_epoch):
         model = ks.models.rnn_tagger(len(vocab["text"]), len(tags), embedding_dim=args.hidden_dim, units=args.hidden_dim)
         model.compile(
-            optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
+            optimizer=ks.optimizers.Adam(args.learning_rate, clipnorm=1.0),
             loss=ks.losses.LabelSmoothingCrossEntropy(0.0, ignore_index=0),
             metrics=[ks.metrics.MaskedAccuracy(ignore_index=0)],
         )

@@ -154,9 +154,9 @@ def build_model(args, vocab, source_length, target_length):
 
 def compile_model(model, args):
     if args.model == "transformer":
-        optimizer = keras.optimizers.Adam(args.learning_rate, beta_2=0.98, epsilon=1e-9)
+        optimizer = ks.optimizers.Adam(args.learning_rate, beta_2=0.98, epsilon=1e-9)
     else:
-        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
+        optimizer = ks.optimizers.Adam(args.learning_rate, clipnorm=1.0)
     model.compile(
         optimizer=optimizer,
         loss=ks.losses.LabelSmoothingCrossEntropy(args.label_smoothing, ignore_index=0),

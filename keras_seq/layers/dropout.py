@@ -10,9 +10,9 @@ class Dropout(keras.layers.Dropout):
     """`keras.layers.Dropout`, giving the same outputs for the same seed, faster under JAX.
 
     Keras' JAX backend draws the mask with `jax.random.bernoulli`, whose Threefry
-    rounds JAX lowers on a CPU as a loop over whole arrays; in a translate Transformer's
-    training step those loops took a quarter of the step. Here the same bits come from
-    the rounds written out (`keras_seq._threefry`), which XLA fuses into one kernel. On
+    rounds JAX lowers on a CPU as a loop that writes whole arrays out at every turn.
+    Here the same bits come from the rounds written out (`keras_seq._threefry`), which
+    XLA fuses into one kernel. On
     TensorFlow and torch, and when JAX's default generator is not Threefry, this is
     Keras' layer unchanged. Arguments and call as `keras.layers.Dropout`.
     """

@@ -1,0 +1,84 @@
+import keras
+import numpy as np
+import pytest
+from layer_checks import BACKEND, assert_config_round_trip, to_numpy
+
+import keras_seq as ks
+
+
+def numpy_adam(weights, gradients, learning_rate, beta_1, beta_2, epsilon):
+    """Adam (Kingma and Ba, 2015, algorithm 1) with Keras' epsilon outside the bias correction, in float64."""
+    m, v, w = np.zeros_like(weights), np.zeros_like(weights), weights.astype(np.float64)
+    for t, g in enumerate(gradients, start=1):
+        m = m + (g - m) * (1 - beta_1)
+        v = v + (g * g - v) * (1 - beta_2)
+        alpha = learning_rate * np.sqrt(1 - beta_2**t) / (1 - beta_1**t)
+        w = w - alpha * m / (np.sqrt(v) + epsilon)
+    return w
+
+
+def test_updates_follow_algorithm_1(rng):
+    weights = rng.normal(size=(5, 3)).astype("float32")
+    gradients = [rng.normal(size=(5, 3)).astype("float32") for _ in range(4)]
+    variable = keras.Variable(weights)
+    optimizer = ks.optimizers.Adam(0.01, beta_2=0.98, epsilon=1e-7)
+    for g in gradients:
+        optimizer.apply([keras.ops.convert_to_tensor(g)], [variable])
+    expected = numpy_adam(weights, gradients, 0.01, 0.9, 0.98, 1e-7)
+    np.testing.assert_allclose(to_numpy(variable), expected, rtol=1e-5, atol=1e-6)
+
+
+def small_model(seed):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((6,), dtype="int32")
+    h = keras.layers.Embedding(20, 8)(inputs)
+    outputs = keras.layers.Dense(20)(keras.layers.Dense(16, activation="relu")(h))
+    return keras.Model(inputs, outputs)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"amsgrad": True}, {"weight_decay": 0.01, "clipnorm": 1.0},
+     {"learning_rate": keras.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5)}],
+    ids=["plain", "amsgrad", "decay_and_clipping", "schedule"],
+)
+def test_fit_equals_keras_adam(rng, options):
+    """The same weights after `fit` as `keras.optimizers.Adam` with the same arguments and start."""
+    ids = rng.integers(1, 20, size=(32, 6)).astype("int32")
+    trained = []
+    for optimizer_class in (ks.optimizers.Adam, keras.optimizers.Adam):
+        model = small_model(3)
+        model.compile(optimizer_class(**{"learning_rate": 0.01, **options}),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(ids, ids, batch_size=8, epochs=2, verbose=0, shuffle=False)
+        trained.append(model.get_weights())
+    for ours, theirs in zip(*trained):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_config_and_saved_model_round_trip(tmp_path, rng):
+    optimizer = ks.optimizers.Adam(2e-3, beta_2=0.98, epsilon=1e-9)
+    clone = ks.optimizers.Adam.from_config(optimizer.get_config())
+    assert clone.get_config() == optimizer.get_config()
+    ids = rng.integers(1, 20, size=(16, 6)).astype("int32")
+    model = small_model(1)
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(ids, ids, batch_size=8, verbose=0)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(loaded.optimizer) is ks.optimizers.Adam
+    for a, b in zip(model.optimizer.variables, loaded.optimizer.variables):
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the fused kernel is PyTorch's")
+def test_pytorch_fused_kernel_on_the_cpu():
+    import torch
+    from torch.profiler import profile
+
+    variables = [keras.Variable(np.ones((4, 3), "float32")), keras.Variable(np.ones((3,), "float32"))]
+    optimizer = ks.optimizers.Adam(0.01)
+    optimizer.build(variables)
+    with profile() as trace:
+        optimizer.apply([torch.ones((4, 3)), torch.ones((3,))], variables)
+    assert any(event.name == "aten::_fused_adam_" for event in trace.events())
