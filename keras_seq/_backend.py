@@ -13,10 +13,9 @@ backend-agnostic public equivalent in Keras 3:
   (`flash_attention_flag`);
 * the `tf.data` options of pipelines too small to autotune (`tf_data_without_autotuning`), and
   whether a train step is compiled anew for each input shape (`compiles_each_input_shape`);
-* the fastest exact cross-entropy of each backend (`target_nll_from_logits`, with label smoothing
-  `smoothed_nll_from_logits`) and test of a
-  target against the arg-max (`is_first_argmax`), and the form
-  of the seed a compiled decoder takes (`decoding_seed`);
+* the fastest exact cross-entropy of each backend (`target_nll_from_logits`, with label
+  smoothing `smoothed_nll_from_logits`), the fastest test of a target against the arg-max
+  (`is_first_argmax`), and the form of the seed a compiled decoder takes (`decoding_seed`);
 * JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), and
   PyTorch's fused Adam kernel on a CPU (`torch_adam_update`).
 """
