@@ -139,11 +139,12 @@ def smoothed_nll_from_logits(logits, targets, epsilon):
 
 
 def is_first_argmax(scores, targets):
-    """Whether each target is `argmax(scores, -1)` (the first index of the largest score): `(..., V), (...) -> (...)` bool.
+    """Whether each target (in `[0, V)`) is `argmax(scores, -1)`, the first index of the largest score:
+    `(..., V), (...) -> (...)` bool.
 
     On JAX, one fused pass that asks whether any score beats the target's (larger, or as
-    large at a smaller index): XLA on the CPU runs `argmax` as a paired (value, index)
-    reduction, several times slower. Elsewhere `argmax(scores) == targets`.
+    large at a smaller index), since XLA on the CPU runs `argmax` as a paired (value, index)
+    reduction. Elsewhere `argmax(scores) == targets`.
     """
     if keras.backend.backend() != "jax":
         return ops.equal(ops.cast(ops.argmax(scores, axis=-1), "int32"), targets)
@@ -193,14 +194,15 @@ def torch_adam_update(optimizer, gradients, variables, learning_rate):
     from torch.optim.adam import adam as functional_adam
 
     parameters = [variable.value for variable in variables]
-    if optimizer.amsgrad or any(
-        p.device.type != "cpu" or p.dtype != torch.float32 or g.dtype != torch.float32
+    fused = not optimizer.amsgrad and all(
+        p.device.type == "cpu" and p.dtype == torch.float32 and g.dtype == torch.float32
         for p, g in zip(parameters, gradients)
-    ):
-        return KerasTorchAdam._parallel_update_step(optimizer, gradients, variables, learning_rate)
-    step = int(optimizer.iterations.value) + 1
-    slots = [optimizer._get_variable_index(variable) for variable in variables]
+    )
     with torch.no_grad():
+        if not fused:
+            return KerasTorchAdam._parallel_update_step(optimizer, gradients, variables, learning_rate)
+        step = int(keras.ops.convert_to_numpy(optimizer.iterations)) + 1  # a tensor, not a variable, when accumulating
+        slots = [optimizer._get_variable_index(variable) for variable in variables]
         functional_adam(
             parameters, list(gradients), [optimizer._momentums[i].value for i in slots],
             [optimizer._velocities[i].value for i in slots], [],

@@ -3,8 +3,8 @@
 `jax.random` draws its default bits with Threefry-2x32 (Salmon et al., 2011, "Parallel
 random numbers: as easy as 1, 2, 3", sec. 3: 20 rounds, key injection every 4). On a CPU,
 JAX lowers its rounds as an XLA loop that writes every intermediate array out to memory;
-the same rounds written out one after another compile into one elementwise kernel, several
-times faster, and give the same bits. `keras_seq.layers.Dropout` draws its masks here.
+the same rounds written out one after another compile into one elementwise kernel and give
+the same bits. `keras_seq.layers.Dropout` draws its masks here.
 """
 
 import numpy as np
@@ -15,10 +15,12 @@ _KEY_PARITY = 0x1BD11BDA  # Threefish's key-schedule constant
 
 
 def is_jax_default():
-    """Whether `jax.random`'s default bits are the ones `bits` computes (Threefry-2x32, partitionable layout)."""
+    """Whether `jax.random.bernoulli` with a Python float draws what `bernoulli` does: Threefry-2x32 bits in JAX's
+    partitionable layout, compared as float32 (64-bit floats off)."""
     import jax
 
-    return jax.config.jax_default_prng_impl == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
+    return (jax.config.jax_default_prng_impl == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
+            and not jax.config.jax_enable_x64)
 
 
 def _rotate_left(x, distance):

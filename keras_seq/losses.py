@@ -23,23 +23,27 @@ def target_nll(y_pred, targets, from_logits=True):
     return _backend.target_nll_from_logits(y_pred, targets)
 
 
-def _in_vocabulary(targets, vocabulary_size):
+def in_vocabulary(targets, vocabulary_size):
     """Whether each target id lies in `[0, vocabulary_size)`."""
     return ops.logical_and(ops.greater_equal(targets, 0), ops.less(targets, vocabulary_size))
 
 
+def _where_known(per_position, targets, vocabulary_size):
+    """`(per_position(targets), known)` with 0 where a target lies outside `[0, V)` rather than a gather's NaN or error."""
+    known = in_vocabulary(targets, vocabulary_size)
+    return ops.where(known, per_position(ops.where(known, targets, 0)), 0.0), known
+
+
 def known_target_nll(y_pred, targets, from_logits=True):
-    """`target_nll`, and 0 where a target lies outside `[0, V)` rather than a gather's NaN or error."""
-    known = _in_vocabulary(targets, y_pred.shape[-1])
-    return ops.where(known, target_nll(y_pred, ops.where(known, targets, 0), from_logits), 0.0), known
+    """`target_nll`, and 0 where a target lies outside `[0, V)`: `(losses, known)`."""
+    return _where_known(lambda known: target_nll(y_pred, known, from_logits), targets, y_pred.shape[-1])
 
 
 def known_smoothed_nll(logits, targets, epsilon):
     """`(1 - epsilon) * -log q(target) + epsilon * mean_k(-log q(k))` per position from logits, in one pass
     over them (`_backend.smoothed_nll_from_logits`), and 0 where a target lies outside `[0, V)`."""
-    known = _in_vocabulary(targets, logits.shape[-1])
-    losses = _backend.smoothed_nll_from_logits(ops.cast(logits, "float32"), ops.where(known, targets, 0), epsilon)
-    return ops.where(known, losses, 0.0), known
+    logits = ops.cast(logits, "float32")
+    return _where_known(lambda known: _backend.smoothed_nll_from_logits(logits, known, epsilon), targets, logits.shape[-1])
 
 
 def uniform_nll(probabilities):

@@ -17,11 +17,14 @@ def numpy_adam(weights, gradients, learning_rate, beta_1, beta_2, epsilon):
     return w
 
 
-def test_updates_follow_algorithm_1(rng):
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_updates_follow_algorithm_1(rng, amsgrad):
+    """`apply` outside `fit` (no gradient tape to turn off); with `amsgrad`, its v never falls in this sequence."""
     weights = rng.normal(size=(5, 3)).astype("float32")
-    gradients = [rng.normal(size=(5, 3)).astype("float32") for _ in range(4)]
+    base = rng.normal(size=(5, 3)).astype("float32")
+    gradients = [base * (t + 1) for t in range(4)]  # |g| grows, so v never falls and amsgrad's max of v is v
     variable = keras.Variable(weights)
-    optimizer = ks.optimizers.Adam(0.01, beta_2=0.98, epsilon=1e-7)
+    optimizer = ks.optimizers.Adam(0.01, beta_2=0.98, epsilon=1e-7, amsgrad=amsgrad)
     for g in gradients:
         optimizer.apply([keras.ops.convert_to_tensor(g)], [variable])
     expected = numpy_adam(weights, gradients, 0.01, 0.9, 0.98, 1e-7)
@@ -39,8 +42,9 @@ def small_model(seed):
 @pytest.mark.parametrize(
     "options",
     [{}, {"amsgrad": True}, {"weight_decay": 0.01, "clipnorm": 1.0},
-     {"learning_rate": keras.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5)}],
-    ids=["plain", "amsgrad", "decay_and_clipping", "schedule"],
+     {"learning_rate": keras.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5)},
+     {"gradient_accumulation_steps": 2}, {"use_ema": True}],
+    ids=["plain", "amsgrad", "decay_and_clipping", "schedule", "accumulation", "ema"],
 )
 def test_fit_equals_keras_adam(rng, options):
     """The same weights after `fit` as `keras.optimizers.Adam` with the same arguments and start."""

@@ -12,9 +12,9 @@ class Dropout(keras.layers.Dropout):
     Keras' JAX backend draws the mask with `jax.random.bernoulli`, whose Threefry
     rounds JAX lowers on a CPU as a loop that writes whole arrays out at every turn.
     Here the same bits come from the rounds written out (`keras_seq._threefry`), which
-    XLA fuses into one kernel. On TensorFlow and torch, and when JAX's default generator
-    is not Threefry, this is Keras' layer unchanged. Arguments and call as
-    `keras.layers.Dropout`.
+    XLA fuses into one kernel. On TensorFlow and torch, and where JAX would draw
+    otherwise (another default generator, 64-bit floats), this is Keras' layer
+    unchanged. Arguments and call as `keras.layers.Dropout`.
     """
 
     def call(self, inputs, training=False):

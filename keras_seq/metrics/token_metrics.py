@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
-from keras_seq.losses import target_nll
+from keras_seq.losses import in_vocabulary, target_nll
 
 
 class _MaskedTokenMetric(keras.metrics.Metric):
@@ -66,7 +66,8 @@ class MaskedAccuracy(_MaskedTokenMetric):
         super().__init__(ignore_index=ignore_index, name=name, **kwargs)
 
     def _per_position(self, y_true, y_pred):
-        return ops.cast(_backend.is_first_argmax(y_pred, y_true), "float32")
+        known = in_vocabulary(y_true, y_pred.shape[-1])  # an id outside [0, V) is never the arg-max
+        return ops.cast(ops.logical_and(known, _backend.is_first_argmax(y_pred, ops.where(known, y_true, 0))), "float32")
 
     def result(self):
         return ops.divide_no_nan(self.total, self.count)

@@ -40,6 +40,7 @@ def test_masked_accuracy_counts_the_first_of_tied_maxima(rng):
     targets = rng.integers(0, 9, size=(4, 6))
     targets[0, :3], targets[1, :3], targets[1, 3:] = 0, 2, 7
     targets[2] = logits[2].argmax(-1)
+    targets[3, :2] = -100, 9  # outside [0, V): never the arg-max
     metric = ks.metrics.MaskedAccuracy()
     metric.update_state(targets, logits)
     expected = (logits.argmax(-1) == targets).mean()
