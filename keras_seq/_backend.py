@@ -16,9 +16,12 @@ backend-agnostic public equivalent in Keras 3:
 * the fastest exact cross-entropy of each backend (`target_nll_from_logits`, with label
   smoothing `smoothed_nll_from_logits`), the fastest test of a target against the arg-max
   (`is_first_argmax`), and the form of the seed a compiled decoder takes (`decoding_seed`);
-* JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), and
-  PyTorch's fused Adam kernel on a CPU (`torch_adam_update`).
+* JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), torch's
+  from uniform draws on a CPU (`torch_cpu_dropout`), eager torch's projections without Keras' dispatch
+  (`affine`), and PyTorch's fused Adam kernel on a CPU (`torch_adam_update`).
 """
+
+import math
 
 import numpy as np
 import keras
@@ -179,6 +182,60 @@ def threefry_dropout(inputs, rate, noise_shape, seed):
     return jax.lax.select(mask, inputs / keep, jax.numpy.zeros_like(inputs))
 
 
+def is_torch_on_the_cpu(x):
+    """Whether `x` is a torch tensor on a CPU (the Keras backend is torch and the tensor lives there)."""
+    return keras.backend.backend() == "torch" and getattr(getattr(x, "device", None), "type", None) == "cpu"
+
+
+def torch_cpu_dropout(inputs, rate):
+    """Dropout of the torch CPU tensor `inputs`: kept where `torch.rand >= rate`, scaled by `1 / (1 - rate)`.
+
+    The draw is from PyTorch's global generator, as in Keras' unseeded torch dropout
+    (`torch.nn.functional.dropout`), whose `bernoulli_` takes about twice as long on a CPU
+    as a uniform draw and a comparison. The uniforms are float32 whatever the input's dtype.
+    """
+    import torch
+
+    keep = torch.rand(inputs.shape, dtype=torch.float32, device=inputs.device) >= rate
+    return inputs * (keep.to(inputs.dtype) * (1.0 / (1.0 - rate)))
+
+
+def affine(x, kernel, bias=None, contracted_axes=1):
+    """`x`'s last `contracted_axes` axes contracted with `kernel`'s first as many, plus `bias`.
+
+    `(..., *C), (*C, *O), (*O) -> (..., *O)`: a projection's `x @ W + b` with the kernel kept
+    in its layer's shape (e.g. `(D, H, d)` for attention heads). On torch one `addmm` over the
+    rows of `x`, called directly: the same through `keras.ops` (reshapes, product, sum) pays
+    Keras' dispatch on every eager call. Elsewhere, and for mixed dtypes (which `keras.ops`
+    promotes), `keras.ops`.
+    """
+    contracted = kernel.shape[:contracted_axes]
+    features, outputs = math.prod(contracted), tuple(kernel.shape[contracted_axes:])
+    if eager_ops() and len({t.dtype for t in map(_torch_value, (x, kernel, bias)) if t is not None}) == 1:
+        import torch
+
+        rows, matrix = x.reshape(-1, features), _torch_value(kernel).reshape(features, -1)
+        y = torch.mm(rows, matrix) if bias is None else torch.addmm(_torch_value(bias).reshape(-1), rows, matrix)
+        return y.reshape(*x.shape[: x.ndim - contracted_axes], *outputs)
+    leading = ops.shape(x)[: len(x.shape) - contracted_axes]
+    if contracted_axes > 1:
+        x = ops.reshape(x, (*leading, features))
+    y = ops.matmul(x, ops.reshape(kernel, (features, -1)) if len(kernel.shape) > 2 or contracted_axes > 1 else kernel)
+    if bias is not None:
+        y = y + (ops.reshape(bias, (-1,)) if len(outputs) > 1 else bias)
+    return ops.reshape(y, (*leading, *outputs)) if len(outputs) > 1 else y
+
+
+def eager_ops():
+    """Whether `keras.ops` run one call at a time, each paying Keras' dispatch (torch: no graph is traced)."""
+    return keras.backend.backend() == "torch"
+
+
+def _torch_value(x):
+    """The torch tensor of `x`, a tensor or a Keras variable (read as the autocast scope says)."""
+    return x.value if isinstance(x, keras.Variable) else x
+
+
 def torch_adam_update(optimizer, gradients, variables, learning_rate):
     """Keras' Adam step of `optimizer` over torch `variables`: PyTorch's fused kernel on a CPU, else Keras' own.
 
@@ -187,8 +244,6 @@ def torch_adam_update(optimizer, gradients, variables, learning_rate):
     the two updates one. Elsewhere (a GPU, `amsgrad`, other dtypes) Keras' multi-tensor update
     runs, the one `keras.optimizers.Adam` runs on torch.
     """
-    import math
-
     import torch
     from keras.src.backend.torch.optimizers.torch_adam import Adam as KerasTorchAdam
     from torch.optim.adam import adam as functional_adam

@@ -15,6 +15,7 @@ from keras import ops
 from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers._initializers import own_draw
+from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.masking import causal_mask, masked_softmax, merge_masks, rows_with_keys
 
@@ -24,11 +25,7 @@ def _project(x, kernel, bias, heads_first=False):
     if heads_first:
         y = ops.einsum("btd,dhk->bhtk", x, kernel)
         return y if bias is None else y + ops.expand_dims(bias, 1)
-    in_dim, heads, head_dim = kernel.shape
-    y = ops.matmul(x, ops.reshape(kernel, (in_dim, heads * head_dim)))
-    if bias is not None:
-        y = y + ops.reshape(bias, (heads * head_dim,))
-    return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, head_dim))
+    return _backend.affine(x, kernel, bias)
 
 
 def _read_rows(x, rows):
@@ -318,11 +315,8 @@ class MultiHeadAttention(keras.layers.Layer):
         """`Concat(head_1..head_h) W^O (+ b)`: `(B, T, H, d_v)` (or heads first) -> `(B, T, D_out)`."""
         if heads_first:
             output = ops.einsum("bhtk,hkd->btd", output, self.output_kernel)
-        else:
-            batch, length = ops.shape(output)[0], ops.shape(output)[1]
-            output = ops.reshape(output, (batch, length, self.num_heads * self.value_dim))
-            output = ops.matmul(output, ops.reshape(self.output_kernel, (self.num_heads * self.value_dim, -1)))
-        return output + self.output_bias if self.use_bias else output
+            return output + self.output_bias if self.use_bias else output
+        return _backend.affine(output, self.output_kernel, self.output_bias if self.use_bias else None, contracted_axes=2)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         return (*query_shape[:-1], self._output_shape or query_shape[-1])
@@ -399,7 +393,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         scores = ops.matmul(q * ops.cast(self._scale, q.dtype), ops.swapaxes(k, -1, -2))
         weights = ops.cast(masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty), self.compute_dtype)
-        return ops.matmul(self.attention_dropout(weights, training=training), v_), weights
+        return ops.matmul(call_sublayer(self.attention_dropout, weights, training=training), v_), weights
 
     def get_config(self):
         return {

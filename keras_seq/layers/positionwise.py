@@ -11,6 +11,8 @@ TensorFlow and eager torch fold the axes themselves; `torch.compile` gains too
 import keras
 from keras import ops
 
+from keras_seq import _backend
+
 
 def over_positions(product, x):
     """`product` of the 2-D `(N, D)` rows of `x` `(..., D)`, reshaped back to `(..., U)`."""
@@ -31,6 +33,9 @@ class PositionwiseDense(keras.layers.Dense):
     """
 
     def call(self, inputs, training=None):
+        if _backend.eager_ops():  # one product without Keras' dispatch (torch folds the axes itself)
+            outputs = _backend.affine(inputs, self.kernel, self.bias)
+            return outputs if self.activation is None else self.activation(outputs)
         return over_positions(lambda rows: super(PositionwiseDense, self).call(rows, training=training), inputs)
 
 

@@ -12,6 +12,7 @@ import keras
 from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers._initializers import own_draw
+from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
 from keras_seq.layers.positionwise import PositionwiseDense
@@ -94,17 +95,17 @@ class _TransformerBlock(keras.layers.Layer):
 
         `sublayer` returns `(y, extra)` so a cache can ride along.
         """
-        y, extra = sublayer(norm(x) if self.norm_first else x)
-        if self.dropout > 0:  # at rate 0 the identity: skip the layer call (eager torch pays for each)
-            y = dropout(y, training=training)
+        y, extra = sublayer(call_sublayer(norm, x) if self.norm_first else x)
+        if self.dropout > 0:  # at rate 0 the identity
+            y = call_sublayer(dropout, y, training=training)
         x = x + y
-        return (x if self.norm_first else norm(x)), extra
+        return (x if self.norm_first else call_sublayer(norm, x)), extra
 
     def _feed_forward(self, x, training):
         x, _ = self._residual(
             x,
             self.feed_forward_norm,
-            lambda h: (self.feed_forward_output(self.feed_forward_inner(h)), None),
+            lambda h: (call_sublayer(self.feed_forward_output, call_sublayer(self.feed_forward_inner, h)), None),
             self.feed_forward_dropout,
             training,
         )
@@ -176,8 +177,8 @@ class TransformerEncoderBlock(_TransformerBlock):
             x,
             self.self_attention_norm,
             lambda h: (
-                self.self_attention(
-                    h, h, attention_mask=attention_mask, value_mask=padding_mask, training=training
+                call_sublayer(
+                    self.self_attention, h, h, attention_mask=attention_mask, value_mask=padding_mask, training=training
                 ),
                 None,
             ),
@@ -265,8 +266,8 @@ class TransformerDecoderBlock(_TransformerBlock):
 
     def _self_attend(self, h, padding_mask, cache, cache_update_index, cache_rows, training):
         """Causal self-attention of `h`, through the cache when given: `(output, new cache or None)`."""
-        result = self.self_attention(
-            h, h, use_causal_mask=True, value_mask=padding_mask, cache=cache,
+        result = call_sublayer(
+            self.self_attention, h, h, use_causal_mask=True, value_mask=padding_mask, cache=cache,
             cache_update_index=cache_update_index, cache_rows=cache_rows, training=training,
         )
         return result if cache is not None else (result, None)
@@ -274,8 +275,8 @@ class TransformerDecoderBlock(_TransformerBlock):
     def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, key_value_cache, training, return_attention_scores):
         """Attention of `h` over the encoder outputs (their keys and values from `key_value_cache` when given):
         `(output, weights or None)`."""
-        result = self.cross_attention(
-            h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+        result = call_sublayer(
+            self.cross_attention, h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
             return_attention_scores=return_attention_scores, cache=key_value_cache,
         )
         if key_value_cache is not None:

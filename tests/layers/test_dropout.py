@@ -105,3 +105,26 @@ def test_compiled_dropout_has_no_loop():
     assert " while(" not in compiled_text(ks.layers.Dropout(0.1, seed=1))
     if jax.default_backend() == "cpu":
         assert " while(" in compiled_text(keras.layers.Dropout(0.1, seed=1))
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the uniform draw replaces torch's unseeded dropout only")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_unseeded_torch_dropout_keeps_where_a_uniform_draw_reaches_the_rate(rng, dtype):
+    """Without a seed, on a CPU: kept where `torch.rand >= rate` (float32 draws from the global generator), scaled
+    by `1 / (1 - rate)`; the gradient is that mask, scaled alike."""
+    import torch
+
+    rate, x = 0.2, torch.tensor(rng.normal(size=(4, 6, 32)).astype("float32")).to(getattr(torch, dtype))
+    layer = ks.layers.Dropout(rate, dtype=dtype)
+    torch.manual_seed(11)
+    uniforms = torch.rand(x.shape, dtype=torch.float32)
+    torch.manual_seed(11)
+    inputs = x.clone().requires_grad_()
+    out = layer(inputs, training=True)
+    mask = (uniforms.numpy() >= rate).astype("float32")
+    assert out.dtype == x.dtype
+    np.testing.assert_allclose(out.detach().float().numpy(), (x.float().numpy() * mask / (1 - rate)), rtol=1e-2 if dtype == "bfloat16" else 1e-6)
+    out.float().sum().backward()
+    np.testing.assert_allclose(inputs.grad.float().numpy(), mask / (1 - rate), rtol=1e-2 if dtype == "bfloat16" else 1e-6)
+    torch.manual_seed(11)
+    np.testing.assert_array_equal(layer(x, training=True).float().numpy(), out.detach().float().numpy())  # reproducible

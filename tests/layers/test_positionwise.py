@@ -108,3 +108,49 @@ def test_inputs_of_unknown_feature_size_in_a_tensorflow_graph(rng):
     x = rng.normal(size=(2, 5, 4)).astype("float32")
     kernel, bias = (to_numpy(w) for w in layer.weights)
     assert_close(traced(x), x @ kernel + bias)
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+@pytest.mark.parametrize(
+    "x_shape, kernel_shape, contracted_axes",
+    [((3, 4, 8), (8, 6), 1), ((3, 4, 8), (8, 2, 3), 1), ((3, 4, 2, 3), (2, 3, 5), 2), ((5, 8), (8, 6), 1)],
+)
+def test_affine_contracts_the_kernels_leading_axes(rng, x_shape, kernel_shape, contracted_axes, use_bias):
+    """`_backend.affine` against `np.tensordot` plus the bias, with the kernel a variable as layers hold it."""
+    x = rng.normal(size=x_shape).astype("float32")
+    kernel = rng.normal(size=kernel_shape).astype("float32")
+    bias = rng.normal(size=kernel_shape[contracted_axes:]).astype("float32") if use_bias else None
+    expected = np.tensordot(x, kernel, axes=contracted_axes) + (0 if bias is None else bias)
+    actual = _backend.affine(
+        keras.ops.convert_to_tensor(x), keras.Variable(kernel), None if bias is None else keras.Variable(bias),
+        contracted_axes=contracted_axes,
+    )
+    assert tuple(actual.shape) == expected.shape
+    assert_close(actual, expected, atol=1e-5)
+
+
+def test_affine_of_mixed_dtypes_promotes_as_keras_ops(rng):
+    """A float16 input against a float32 kernel gives what `keras.ops.matmul` gives: float32."""
+    x = rng.normal(size=(2, 3, 4)).astype("float16")
+    kernel = rng.normal(size=(4, 5)).astype("float32")
+    actual = _backend.affine(keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(kernel))
+    assert keras.backend.standardize_dtype(actual.dtype) == "float32"
+    assert_close(actual, x.astype("float32") @ kernel, atol=1e-3)
+
+
+def test_lora_adapted_layer_equals_keras_dense(rng):
+    """With LoRA on, the product uses the adapted kernel, as `keras.layers.Dense` does."""
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    ours, reference = PositionwiseDense(5), keras.layers.Dense(5)
+    for layer in (ours, reference):
+        layer.build(x.shape)
+    reference.set_weights(ours.get_weights())
+    for layer in (ours, reference):
+        layer.enable_lora(2)
+    lora = [rng.normal(size=w.shape).astype("float32") for w in (ours.lora_kernel_a, ours.lora_kernel_b)]
+    for layer in (ours, reference):
+        layer.lora_kernel_a.assign(lora[0])
+        layer.lora_kernel_b.assign(lora[1])
+    kernel, bias = to_numpy(ours.kernel), to_numpy(ours.bias)
+    assert_close(ours(x), x @ kernel + bias, atol=1e-4)
+    assert_close(ours(x), reference(x), atol=1e-5)

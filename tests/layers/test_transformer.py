@@ -215,3 +215,18 @@ def test_bad_inputs_raise_value_errors(rng):
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_a_quantized_sublayer_runs_its_quantized_product(rng):
+    """A sublayer quantized to int8, called from inside its owner, still runs Keras' quantized call."""
+    from keras_seq.layers._sublayers import call_sublayer
+
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    dense = keras.layers.Dense(6)
+    dense.build(x.shape)
+    in_float = to_numpy(call_sublayer(dense, x))
+    dense.quantize("int8")
+    quantized = to_numpy(call_sublayer(dense, x))
+    assert_close(quantized, dense(x), atol=1e-6)
+    assert not np.allclose(quantized, in_float, atol=1e-6, rtol=0)  # int8 weights: not the float product
+    np.testing.assert_allclose(quantized, in_float, atol=0.1)
