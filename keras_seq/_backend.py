@@ -22,6 +22,7 @@ backend-agnostic public equivalent in Keras 3:
 """
 
 import math
+import weakref
 
 import numpy as np
 import keras
@@ -248,23 +249,56 @@ def torch_adam_update(optimizer, gradients, variables, learning_rate):
     from keras.src.backend.torch.optimizers.torch_adam import Adam as KerasTorchAdam
     from torch.optim.adam import adam as functional_adam
 
-    parameters = [variable.value for variable in variables]
+    tensors = _fused_adam_tensors(optimizer, variables)
     fused = not optimizer.amsgrad and all(
         p.device.type == "cpu" and p.dtype == torch.float32 and g.dtype == torch.float32
-        for p, g in zip(parameters, gradients)
+        for p, g in zip(tensors["parameters"], gradients)
     )
     with torch.no_grad():
         if not fused:
             return KerasTorchAdam._parallel_update_step(optimizer, gradients, variables, learning_rate)
         step = int(keras.ops.convert_to_numpy(optimizer.iterations)) + 1  # a tensor, not a variable, when accumulating
-        slots = [optimizer._get_variable_index(variable) for variable in variables]
+        steps = tensors["steps"]
+        torch._foreach_zero_(steps)
+        torch._foreach_add_(steps, float(step - 1))  # advanced to `step` by the call
         functional_adam(
-            parameters, list(gradients), [optimizer._momentums[i].value for i in slots],
-            [optimizer._velocities[i].value for i in slots], [],
-            [torch.tensor(float(step - 1)) for _ in parameters],  # advanced to `step` by the call
+            tensors["parameters"], list(gradients), tensors["momentums"], tensors["velocities"], [], steps,
             fused=True, amsgrad=False, beta1=optimizer.beta_1, beta2=optimizer.beta_2, lr=float(learning_rate),
             weight_decay=0.0, eps=optimizer.epsilon / math.sqrt(1 - optimizer.beta_2**step), maximize=False,
         )
+
+
+_FUSED_ADAM_TENSORS = weakref.WeakKeyDictionary()
+
+
+def _fused_adam_tensors(optimizer, variables):
+    """The torch tensors of `variables` and of their Adam slots, and one step counter each, kept per optimizer.
+
+    Reading 270 Keras variables costs as much as the fused update itself, and the tensors
+    stay the same objects (Keras assigns in place), so they are looked up again only for other
+    variables or after the optimizer built new slots. Kept outside the optimizer, whose
+    attributes Keras would track and save.
+    """
+    import torch
+
+    kept = _FUSED_ADAM_TENSORS.get(optimizer)
+    if (
+        kept is None
+        or kept["momentum_list"] is not optimizer._momentums
+        or len(kept["variables"]) != len(variables)
+        or any(a is not b for a, b in zip(kept["variables"], variables))
+    ):
+        slots = [optimizer._get_variable_index(variable) for variable in variables]
+        kept = {
+            "variables": list(variables),
+            "momentum_list": optimizer._momentums,
+            "parameters": [variable.value for variable in variables],
+            "momentums": [optimizer._momentums[i].value for i in slots],
+            "velocities": [optimizer._velocities[i].value for i in slots],
+            "steps": [torch.zeros(()) for _ in variables],
+        }
+        _FUSED_ADAM_TENSORS[optimizer] = kept
+    return kept
 
 
 def decoding_seed(seed):

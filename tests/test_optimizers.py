@@ -86,3 +86,28 @@ def test_pytorch_fused_kernel_on_the_cpu():
     with profile() as trace:
         optimizer.apply([torch.ones((4, 3)), torch.ones((3,))], variables)
     assert any(event.name == "aten::_fused_adam_" for event in trace.events())
+
+
+def test_each_step_updates_the_variables_it_is_given(rng):
+    """Steps over changing subsets of the built variables (a None gradient leaves its variable out): each moves
+    its own variables, slots and step count as algorithm 1 does, the others not at all."""
+    initial = [rng.normal(size=(4, 3)).astype("float32"), rng.normal(size=(3,)).astype("float32")]
+    given = [(0, 1), (1,), (0, 1), (0,), (0, 1)]
+    gradients = [[rng.normal(size=w.shape).astype("float32") for w in initial] for _ in given]
+    variables = [keras.Variable(w) for w in initial]
+    optimizer = ks.optimizers.Adam(0.01, beta_2=0.98, epsilon=1e-7)
+    optimizer.build(variables)
+    for which, step_gradients in zip(given, gradients):
+        present = [(keras.ops.convert_to_tensor(g), v) for i, (g, v) in enumerate(zip(step_gradients, variables)) if i in which]
+        optimizer.apply(*map(list, zip(*present)))
+    for i, (weights, variable) in enumerate(zip(initial, variables)):
+        # Keras' bias correction counts every step of the optimizer: replay variable i's steps at their counts
+        expected = weights.astype(np.float64)
+        m, v = np.zeros_like(expected), np.zeros_like(expected)
+        for t, (which, step_gradients) in enumerate(zip(given, gradients), start=1):
+            if i not in which:
+                continue
+            g = step_gradients[i]
+            m, v = m + (g - m) * 0.1, v + (g * g - v) * 0.02
+            expected = expected - 0.01 * np.sqrt(1 - 0.98**t) / (1 - 0.9**t) * m / (np.sqrt(v) + 1e-7)
+        np.testing.assert_allclose(to_numpy(variable), expected, rtol=1e-5, atol=1e-6)
