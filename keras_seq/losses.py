@@ -29,21 +29,22 @@ def in_vocabulary(targets, vocabulary_size):
 
 
 def _where_known(per_position, targets, vocabulary_size):
-    """`(per_position(targets), known)` with 0 where a target lies outside `[0, V)` rather than a gather's NaN or error."""
+    """`(per_position(ids), known)`: `ids` are `targets` with 0 where a target lies outside `[0, V)`, and the
+    result is 0 there rather than a gather's NaN or error."""
     known = in_vocabulary(targets, vocabulary_size)
     return ops.where(known, per_position(ops.where(known, targets, 0)), 0.0), known
 
 
 def known_target_nll(y_pred, targets, from_logits=True):
     """`target_nll`, and 0 where a target lies outside `[0, V)`: `(losses, known)`."""
-    return _where_known(lambda known: target_nll(y_pred, known, from_logits), targets, y_pred.shape[-1])
+    return _where_known(lambda ids: target_nll(y_pred, ids, from_logits), targets, y_pred.shape[-1])
 
 
 def known_smoothed_nll(logits, targets, epsilon):
     """`(1 - epsilon) * -log q(target) + epsilon * mean_k(-log q(k))` per position from logits, in one pass
     over them (`_backend.smoothed_nll_from_logits`), and 0 where a target lies outside `[0, V)`."""
     logits = ops.cast(logits, "float32")
-    return _where_known(lambda known: _backend.smoothed_nll_from_logits(logits, known, epsilon), targets, logits.shape[-1])
+    return _where_known(lambda ids: _backend.smoothed_nll_from_logits(logits, ids, epsilon), targets, logits.shape[-1])
 
 
 def uniform_nll(probabilities):
