@@ -81,6 +81,8 @@ def test_pytorch_fused_kernel_on_the_cpu():
     from torch.profiler import profile
 
     variables = [keras.Variable(np.ones((4, 3), "float32")), keras.Variable(np.ones((3,), "float32"))]
+    if variables[0].value.device.type != "cpu":
+        pytest.skip("Keras keeps its variables on an accelerator, where Keras' own update runs")
     optimizer = ks.optimizers.Adam(0.01)
     optimizer.build(variables)
     with profile() as trace:
