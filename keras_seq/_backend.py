@@ -17,8 +17,9 @@ backend-agnostic public equivalent in Keras 3:
   smoothing `smoothed_nll_from_logits`), the fastest test of a target against the arg-max
   (`is_first_argmax`), and the form of the seed a compiled decoder takes (`decoding_seed`);
 * JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), torch's
-  from uniform draws on a CPU (`torch_cpu_dropout`), eager torch's projections without Keras' dispatch
-  (`affine`), and PyTorch's fused Adam kernel on a CPU (`torch_adam_update`).
+  from uniform draws on a CPU (`torch_cpu_dropout`), eager torch's projections, cache writes and one-query
+  attention without Keras' dispatch (`affine`, `slice_update`, `torch_single_query_attention`), and PyTorch's
+  fused Adam kernel on a CPU (`torch_adam_update`).
 """
 
 import math
@@ -225,6 +226,38 @@ def affine(x, kernel, bias=None, contracted_axes=1):
     if bias is not None:
         y = y + (ops.reshape(bias, (-1,)) if len(outputs) > 1 else bias)
     return ops.reshape(y, (*leading, *outputs)) if len(outputs) > 1 else y
+
+
+def slice_update(x, start_indices, updates):
+    """`keras.ops.slice_update(x, start_indices, updates)`: a copy of `x` with `updates` written from `start_indices`.
+
+    On torch the copy is written through slices at the indices read as Python ints: Keras'
+    torch op, given a tensor index (a decoding step's position), builds index grids and
+    scatters through them on every call, in every block's cache.
+    """
+    if eager_ops():
+        start = [int(index) for index in start_indices]
+        written = x.clone()
+        written[tuple(slice(s, s + n) for s, n in zip(start, updates.shape))] = updates
+        return written
+    return ops.slice_update(x, start_indices, updates)
+
+
+def torch_single_query_attention(q, k, v, mask, rows_may_be_empty, scale, masked_score):
+    """The float32 context `(B, 1, H, dv)` of one query per row `(B, 1, H, dk)` over keys and values `(B, S, H, d)`,
+    as torch calls: `MultiHeadAttention._single_query_attention`'s products, mask and softmax
+    (`masking.masked_softmax`: `masked_score` at masked keys, zero weights for a row with none), without
+    Keras' dispatch for each on eager torch. `mask` is `(B or 1, S, H or 1)`, as the scores `(B, S, H)`.
+    """
+    import torch
+
+    scores = (q.float() * k.float()).sum(-1) * scale
+    if mask is not None:
+        scores = torch.where(mask, scores, masked_score)
+    weights = torch.softmax(scores, dim=1)
+    if mask is not None and rows_may_be_empty:
+        weights = torch.where(mask, weights, 0.0)
+    return (weights.unsqueeze(-1) * v.float()).sum(1, keepdim=True)
 
 
 def eager_ops():

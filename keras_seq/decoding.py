@@ -158,7 +158,7 @@ def _sampling_step(model, step, rows, groups, context, choose, settings):
     log_probs = ops.log_softmax(logits, axis=-1)
     token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
     score = score + ops.where(done, 0.0, token_log_prob)
-    ids = ops.slice_update(rows["ids"], (0, step), token[:, None])
+    ids = _backend.slice_update(rows["ids"], (0, step), token[:, None])
     if end_id is not None:
         done = ops.logical_or(done, ops.equal(token, end_id))
     logits, cache = model._decoding_step(token[:, None], rows["cache"], step, context)
@@ -199,11 +199,11 @@ def _beam_step(model, step, rows, groups, context, settings):
         if settings["early_stopping"]:
             done, scores = _settle(done, scores, lengths, count, alpha)
     token = ops.reshape(token, (-1, 1))
-    new_rows = {"ids": ops.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token)}
+    new_rows = {"ids": _backend.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token)}
     if "cache_rows" in rows:
         # Each row's history now lies in its parent's rows; its new entry goes in its own.
         own_rows = ops.arange(batch * num_beams, dtype="int32")[:, None]
-        cache_rows = ops.slice_update(ops.take(rows["cache_rows"], rows_kept, axis=0), (0, step), own_rows)
+        cache_rows = _backend.slice_update(ops.take(rows["cache_rows"], rows_kept, axis=0), (0, step), own_rows)
         logits, new_rows["cache"] = model._decoding_step(token, rows["cache"], step, context, cache_rows=cache_rows)
         new_rows["cache_rows"] = cache_rows
     else:
@@ -272,7 +272,7 @@ def greedy_ragged_prompts(model, ids, prompt_lengths):
         chosen = _argmax(_mask_forbidden(logits[:, -1], step, None, 0))
         following = ids[:, step + 1]
         token = ops.where(step + 1 < prompt_lengths, following, chosen)
-        return step + 1, ops.slice_update(ids, (0, step + 1), token[:, None]), cache
+        return step + 1, _backend.slice_update(ids, (0, step + 1), token[:, None]), cache
 
     _, ids, _ = ops.while_loop(lambda step, ids, cache: step < max_length - 1, body, (ops.convert_to_tensor(0, "int32"), ids, cache))
     return ids

@@ -1,4 +1,5 @@
 import math
+import sys
 
 import keras
 import numpy as np
@@ -502,3 +503,41 @@ def test_top_k_by_blocks_equals_top_k_with_ties_to_the_lower_index(size, k):
     np.testing.assert_array_equal(np.take_along_axis(x, index, axis=1), values)
     if keras.backend.backend() != "torch":  # torch.topk orders ties as it likes
         np.testing.assert_array_equal(index, expected_index)
+
+
+@pytest.mark.parametrize("index_kind", ["int", "tensor"])
+def test_slice_update_writes_a_copy_as_keras_ops_does(rng, index_kind):
+    """`_backend.slice_update` against NumPy, its input left as it was (torch writes through slices, not Keras' op)."""
+    from keras_seq import _backend
+
+    x = rng.normal(size=(2, 2, 6, 3)).astype("float32")
+    updates = rng.normal(size=(2, 2, 1, 3)).astype("float32")
+    index = 4 if index_kind == "int" else ops.convert_to_tensor(4, "int32")
+    given = ops.convert_to_tensor(x)
+    written = to_numpy(_backend.slice_update(given, (0, 0, index, 0), ops.convert_to_tensor(updates)))
+    expected = x.copy()
+    expected[:, :, 4:5] = updates
+    np.testing.assert_array_equal(written, expected)
+    np.testing.assert_array_equal(to_numpy(given), x)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_decoding_steps_without_layer_calls_equal_those_through_them(monkeypatch, policy, strategy):
+    """On eager torch a decoding step calls its layers' `call` where no cast is needed (`call_in_step`): the
+    ids and scores equal those of steps through `Layer.__call__` (elsewhere both run `__call__`)."""
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = ks.models.transformer_seq2seq(30, 30, 8, 8, num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32)
+        source = np.random.default_rng(0).integers(1, 30, (3, 8)).astype("int32")
+        settings = dict(strategy=strategy, num_beams=3, num_return_sequences=2 if strategy == "beam" else 1, end_id=2)
+        direct = run(model, source, 8, **settings)
+        calls = []
+        through_call = lambda layer, inputs, **kwargs: calls.append(layer) or layer(inputs, **kwargs)
+        monkeypatch.setattr(sys.modules["keras_seq.models.transformer"], "call_in_step", through_call)
+        model._compiled_decoders.clear()
+        called = run(model, source, 8, **settings)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert calls, "the decoding steps did not go through call_in_step"
+    np.testing.assert_equal(direct, called)

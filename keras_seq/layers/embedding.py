@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.positionwise import over_positions
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
@@ -222,10 +223,10 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         v.check_integer_ids(owner, "token_ids", token_ids)
         v.check_ids_below(owner, "token_ids", token_ids, self.vocabulary_size)
         v.check_positions(owner, start_index, length, self.sequence_length)
-        embedded = self.token_embedding(token_ids)
+        embedded = call_sublayer(self.token_embedding, token_ids)
         if self.scale_embeddings:
             embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), embedded.dtype)
-        return self.position_encoding(embedded, start_index=start_index)
+        return call_sublayer(self.position_encoding, embedded, start_index=start_index)
 
     def compute_mask(self, token_ids, mask=None):
         if not self.mask_zero:

@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 # Finite, so a fully masked row stays NaN-free in float16 and bfloat16 too.
-_MASKED_SCORE = -1e9
+MASKED_SCORE = -1e9
 
 
 def causal_mask(query_length, key_length, query_offset=0):
@@ -63,7 +63,7 @@ def masked_softmax(scores, mask=None, rows_may_be_empty=True, axis=-1):
     scores = ops.cast(scores, "float32")
     if mask is not None:
         mask = ops.cast(mask, "bool")
-        scores = ops.where(mask, scores, _MASKED_SCORE)
+        scores = ops.where(mask, scores, MASKED_SCORE)
     weights = _softmax(scores, axis)
     return ops.where(mask, weights, 0.0) if mask is not None and rows_may_be_empty else weights
 

@@ -17,7 +17,7 @@ from keras_seq import _validation as v
 from keras_seq.layers._initializers import own_draw
 from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.dropout import Dropout
-from keras_seq.layers.masking import causal_mask, masked_softmax, merge_masks, rows_with_keys
+from keras_seq.layers.masking import MASKED_SCORE, causal_mask, masked_softmax, merge_masks, rows_with_keys
 
 
 def _project(x, kernel, bias, heads_first=False):
@@ -281,7 +281,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None and cache_update_index is not None:
             # One in-place-able write of the new keys and values (XLA updates a loop-carried buffer in place).
             new_entries = ops.stack((k, v_), axis=1)
-            cache = ops.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
+            cache = _backend.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
             k, v_ = cache[:, 0], cache[:, 1]
         if cache_rows is not None:
             k, v_ = _read_rows(k, cache_rows), _read_rows(v_, cache_rows)
@@ -370,6 +370,12 @@ class MultiHeadAttention(keras.layers.Layer):
         whole instead (`_backend.single_query_reads_whole_cache`): the query multiplies
         its keys and zeros its values, so the sum over both is the keys' dot product.
         """
+        mask = None if mask is None else ops.swapaxes(mask[:, :, 0], 1, 2)  # (B, S, H or 1), as the scores
+        if _backend.eager_ops():
+            context = _backend.torch_single_query_attention(
+                q, k, v_, mask, not rows_never_empty, self._scale, MASKED_SCORE
+            )
+            return ops.cast(context, self.compute_dtype)
         q = ops.cast(q, "float32")
         if whole_cache is None:
             scores = ops.sum(q * ops.cast(k, "float32"), axis=-1)  # (B, S, H)
@@ -377,7 +383,6 @@ class MultiHeadAttention(keras.layers.Layer):
             whole_cache = ops.cast(whole_cache, "float32")
             query_for_keys = ops.stack((q, ops.zeros_like(q)), axis=1)  # (B, 2, 1, H, d)
             scores = ops.sum(query_for_keys * whole_cache, axis=(1, 4))
-        mask = None if mask is None else ops.swapaxes(mask[:, :, 0], 1, 2)  # (B, S, H or 1), as the scores
         weights = masked_softmax(scores * self._scale, mask, rows_may_be_empty=not rows_never_empty, axis=1)
         if whole_cache is None:
             context = ops.sum(ops.expand_dims(weights, -1) * ops.cast(v_, "float32"), axis=1, keepdims=True)

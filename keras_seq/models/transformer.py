@@ -7,6 +7,7 @@ from keras_seq import _validation as v
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TiedLogits, TokenAndPositionEmbedding
 from keras_seq.layers.masking import PaddingMaskFromIds
 from keras_seq.layers.dropout import Dropout
+from keras_seq.layers._sublayers import call_in_step
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
@@ -86,13 +87,15 @@ def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index,
                          **encoder_inputs):
     """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`cross_caches`: each
     block's precomputed cross-attention keys and values; `encoder_inputs`: the blocks' encoder arguments)."""
-    h = embedding(ids, start_index=index)
+    h = call_in_step(embedding, ids, start_index=index)
     layer_caches = []
     for block, layer_cache, cross_cache in zip(blocks, cache, cross_caches or (None,) * len(blocks)):
-        h, layer_cache = block(h, cache=layer_cache, cache_update_index=index, cache_rows=cache_rows,
-                               cross_attention_cache=cross_cache, **encoder_inputs)
+        h, layer_cache = call_in_step(block, h, cache=layer_cache, cache_update_index=index, cache_rows=cache_rows,
+                                      cross_attention_cache=cross_cache, **encoder_inputs)
         layer_caches.append(layer_cache)
-    return head(_normalized(final_norm, h)), tuple(layer_caches)
+    if final_norm is not None:
+        h = call_in_step(final_norm, h)
+    return call_in_step(head, h), tuple(layer_caches)
 
 
 def _logits_head(embedding, tie_embeddings):

@@ -341,3 +341,27 @@ def test_bad_inputs_raise_value_errors(qv):
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="eager torch's own calls")
+def test_one_query_over_a_cache_in_torch_calls_equals_the_keras_ops_graph(rng, monkeypatch):
+    """A decoding step's attention written as torch calls (eager torch) against the same step through `keras.ops`:
+    padded keys, a row with no key at all (zero context), and a causal step writing its cache."""
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    memory, query = rng.normal(size=(3, 6, 8)).astype("float32"), rng.normal(size=(3, 1, 8)).astype("float32")
+    layer(memory, memory)
+    layer.set_weights([rng.normal(size=w.shape).astype("float32") for w in layer.get_weights()])
+    padding = np.array([[True] * 6, [True] * 2 + [False] * 4, [False] * 6])
+    projected = layer.key_value_cache(memory)
+
+    def steps():
+        cross, _ = layer(query, memory, value_mask=padding, cache=projected)
+        causal, written = layer(query, query, use_causal_mask=True, cache=projected, cache_update_index=3)
+        return [to_numpy(x) for x in (cross, causal, written)]
+
+    in_torch = steps()
+    monkeypatch.setattr(_backend, "eager_ops", lambda: False)
+    through_keras_ops = steps()
+    for a, b in zip(in_torch, through_keras_ops):
+        assert_close(a, b, atol=1e-6)
+    assert_close(in_torch[0][2], np.broadcast_to(to_numpy(layer.output_bias), (1, 8)), atol=1e-6)
