@@ -307,9 +307,9 @@ _FUSED_ADAM_TENSORS = weakref.WeakKeyDictionary()
 def _fused_adam_tensors(optimizer, variables):
     """The torch tensors of `variables` and of their Adam slots, and one step counter each, kept per optimizer.
 
-    Reading 270 Keras variables costs as much as the fused update itself, and the tensors
-    stay the same objects (Keras assigns in place), so they are looked up again only for other
-    variables or after the optimizer built new slots. Kept outside the optimizer, whose
+    Reading every variable and slot through Keras on each step costs as much as the fused
+    update itself, and the tensors stay the same objects (Keras assigns in place), so they are
+    looked up again only for other variables or after the optimizer built new slots. Kept outside the optimizer, whose
     attributes Keras would track and save.
     """
     import torch
