@@ -93,6 +93,8 @@ DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended se
 # Greedy decoding runs at least two rows (a lone sentence twice): XLA on the CPU makes the products of
 # one row matrix-vector loops that transpose the output embedding at every step, slower than two rows.
 GREEDY_LEAST_ROWS = 2
+# Beam search decodes a batch of SPLIT_FROM sentences or more as BEAM_PARTS parts at once (see export_translator).
+SPLIT_FROM, BEAM_PARTS = 16, 4
 
 
 def _window_at_least(model, count, max_length):
@@ -105,84 +107,97 @@ def _window_at_least(model, count, max_length):
     return _least_at_least(tf.constant(decoding.cache_windows(model, 1, max_length)), count)  # ends at max_length
 
 
-def _decode_dropping_ended(model, ids, max_length, settings, sentences):
-    """`decoding.decode` of the sources `ids` `(B, S)` (ids `(B, n, max_length)` and scores `(B, n)`), dropping the
-    ended sentences as it goes (`sentences`: how many of the rows are real, the rest repeat them).
+class _DroppingDecoder:
+    """`decoding.decode` of sources `(B, S)` (ids `(B, n, max_length)` and scores `(B, n)`), dropping the ended
+    sentences as it goes.
 
     Runs `DROP_EVERY` steps at a time as one XLA program, then goes on with the
     sentences still decoding, padded with ended ones to a size of `_size_at_least`: a
     batch whose last sentence runs to `max_length` (a weak model's beams wander
     there) costs that sentence's rows, not the batch's. The cache grows with the
     steps (`_window_at_least`, `decoding.resize_cache`). Each count of rows and
-    cache length is compiled once, at its first use; a lone sentence is decoded by
-    one XLA program, start to end.
+    cache length is compiled once, at its first use, and shared by every call of
+    one decoder (the parts of a batch decoded at once compile nothing twice); a
+    lone sentence is decoded by one XLA program, start to end.
     """
-    import tensorflow as tf
 
-    from keras_seq import decoding
+    def __init__(self, model, max_length, settings):
+        import tensorflow as tf
 
-    def start(ids):
-        return decoding.search_start(model, ids, tf.constant(0), max_length, **settings)
+        from keras_seq import decoding
 
-    def steps(state, stop):
-        state = decoding.search_steps(model, state, stop, **settings)
-        return (state, *decoding.unfinished_groups(state))
+        self.model, self.max_length, self.settings = model, max_length, settings
 
-    def whole(ids):
-        return decoding.decode(model, ids, tf.constant(0), max_length, **settings)
+        def start(ids):
+            return decoding.search_start(model, ids, tf.constant(0), max_length, **settings)
 
-    start, steps, whole = (tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole))
-    dropping = lambda: _dropping_ended(model, start, steps, ids, max_length, settings)
-    return tf.cond(sentences > 1, dropping, lambda: whole(ids))
+        def steps(state, stop):  # the state less its context, which never changes: XLA copies every output
+            state = decoding.search_steps(model, state, stop, **settings)
+            rows = {name: x for name, x in state["rows"].items() if name != "context"}
+            return ({**state, "rows": rows}, *decoding.unfinished_groups(state))
 
+        def whole(ids):
+            return decoding.decode(model, ids, tf.constant(0), max_length, **settings)
 
-def _dropping_ended(model, start, steps, ids, max_length, settings):
-    """The loop of `_decode_dropping_ended` over its compiled `start` and `steps`."""
-    import tensorflow as tf
+        self.start, self.steps, self.whole = (
+            tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole)
+        )
 
-    from keras_seq import decoding
+    def __call__(self, ids, sentences):
+        """Decode `ids`, of which the first `sentences` rows are real (the rest repeat them)."""
+        import tensorflow as tf
 
-    state = start(ids)
-    copies = state["groups"]["done"].shape[1]
+        return tf.cond(sentences > 1, lambda: self._dropping_ended(ids), lambda: self.whole(ids))
 
-    def results(state):  # what `search_result` reads
-        groups = {name: x for name, x in state["groups"].items() if name != "done"}
-        return {"ids": tf.reshape(state["rows"]["ids"], (-1, copies, max_length)), **groups}
+    def _dropping_ended(self, ids):
+        """The loop over the compiled `start` and `steps`."""
+        import tensorflow as tf
 
-    def condition(state, origin, outputs):
-        return tf.logical_and(state["step"] < max_length, tf.logical_not(tf.reduce_all(state["groups"]["done"])))
+        from keras_seq import decoding
 
-    def body(state, origin, outputs):
-        sentences = tf.shape(origin)[0]
-        # One sentence left: on to the end of its cache window, then the next window.
-        to_window_end = _window_at_least(model, state["step"] + 1, max_length)
-        stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), to_window_end)
-        state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
-        state, order, unfinished = steps(state, stop)
-        news = results(state)
-        outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
-        kept = order[: _size_at_least(unfinished)]
-        return tf.cond(
-            tf.shape(kept)[0] < sentences,
-            lambda: (decoding.take_groups(state, kept), tf.gather(origin, kept)),
-            lambda: (state, origin),
-        ) + (outputs,)
+        model, max_length = self.model, self.max_length
+        state = self.start(ids)
+        copies = state["groups"]["done"].shape[1]
 
-    loop_vars = (state, tf.range(tf.shape(ids)[0]), results(state))
-    time_axes = decoding.cache_time_axes(model) or {}
-    rows_shapes = {  # the row count changes between calls, and the cache length
-        name: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0, time_axes.get(name)), value)
-        for name, value in state["rows"].items()
-    }
-    invariants = (
-        {**tf.nest.map_structure(lambda x: x.shape, state), "rows": rows_shapes,
-         "groups": tf.nest.map_structure(lambda x: _free_axes(x.shape, 0), state["groups"])},
-        tf.TensorShape([None]),
-        tf.nest.map_structure(lambda x: x.shape, loop_vars[2]),
-    )
-    _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
-    ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
-    return decoding.search_result(ended, **settings)
+        def results(state):  # what `search_result` reads
+            groups = {name: x for name, x in state["groups"].items() if name != "done"}
+            return {"ids": tf.reshape(state["rows"]["ids"], (-1, copies, max_length)), **groups}
+
+        def condition(state, origin, outputs):
+            return tf.logical_and(state["step"] < max_length, tf.logical_not(tf.reduce_all(state["groups"]["done"])))
+
+        def body(state, origin, outputs):
+            sentences = tf.shape(origin)[0]
+            # One sentence left: on to the end of its cache window, then the next window.
+            to_window_end = _window_at_least(model, state["step"] + 1, max_length)
+            stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), to_window_end)
+            state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
+            stepped, order, unfinished = self.steps(state, stop)
+            state = {**stepped, "rows": {**stepped["rows"], "context": state["rows"]["context"]}}
+            news = results(state)
+            outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
+            kept = order[: _size_at_least(unfinished)]
+            return tf.cond(
+                tf.shape(kept)[0] < sentences,
+                lambda: (decoding.take_groups(state, kept), tf.gather(origin, kept)),
+                lambda: (state, origin),
+            ) + (outputs,)
+
+        loop_vars = (state, tf.range(tf.shape(ids)[0]), results(state))
+        time_axes = decoding.cache_time_axes(model) or {}
+        rows_shapes = {  # the row count changes between calls, and the cache length
+            name: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0, time_axes.get(name)), value)
+            for name, value in state["rows"].items()
+        }
+        invariants = (
+            {**tf.nest.map_structure(lambda x: x.shape, state), "rows": rows_shapes,
+             "groups": tf.nest.map_structure(lambda x: _free_axes(x.shape, 0), state["groups"])},
+            tf.TensorShape([None]),
+            tf.nest.map_structure(lambda x: x.shape, loop_vars[2]),
+        )
+        _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
+        ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
+        return decoding.search_result(ended, **self.settings)
 
 
 def _free_axes(shape, *axes):
@@ -205,7 +220,9 @@ def export_translator(
     `max_length` ids (start id included) are joined back into text. The decoding runs
     as XLA programs compiled at their first call for each shape (graph mode would run
     each step's operations one by one), dropping the ended sentences every few steps
-    (`_decode_dropping_ended`); `_few_shapes` keeps the shapes few.
+    (`_DroppingDecoder`); `_few_shapes` keeps the shapes few. Beam search decodes a
+    batch of `SPLIT_FROM` sentences or more as `BEAM_PARTS` parts at once: one XLA
+    program runs its operations one after another, so parts keep more cores busy.
     """
     import tensorflow as tf
 
@@ -218,14 +235,24 @@ def export_translator(
     }
 
     def signature(name, settings):
+        greedy = settings["strategy"] == "greedy"
+        decoder = _DroppingDecoder(module.model, max_length, dict(end_id=text.END, start_id=text.START, **settings))
+
+        def decode(ids):
+            sentences = tf.shape(ids)[0]
+            best, _ = decoder(_few_shapes(ids, source_length, GREEDY_LEAST_ROWS if greedy else 1), sentences)
+            return best[:sentences, 0]
+
+        def in_parts(ids):
+            size = (tf.shape(ids)[0] + BEAM_PARTS - 1) // BEAM_PARTS
+            return tf.concat([decode(ids[part * size : (part + 1) * size]) for part in range(BEAM_PARTS)], axis=0)
+
         def translate(sentences):
             ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
-            least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
-            best, _ = _decode_dropping_ended(
-                module.model, _few_shapes(ids, source_length, least_rows), max_length,
-                dict(end_id=text.END, start_id=text.START, **settings), tf.shape(sentences)[0],
-            )
-            best = best[: tf.shape(sentences)[0], 0]
+            if greedy:  # its steps are short: parts at once gained nothing
+                best = decode(ids)
+            else:
+                best = tf.cond(tf.shape(ids)[0] >= SPLIT_FROM, lambda: in_parts(ids), lambda: decode(ids))
             return target_vocabulary.decode(best, table=module.target_table)
 
         translate.__name__ = name

@@ -72,6 +72,15 @@ def test_a_sentence_translates_the_same_alone_and_in_any_batch(translator):
         assert served(function, []) == []
 
 
+def test_beam_search_decodes_a_large_batch_in_parts_as_generate_does(translator):
+    model, vocabulary, exported = translator
+    sentences = [" ".join(f"w{(i * k + i) % 19 + 1}" for k in range(1 + i % 6)) for i in range(18)]
+    assert len(set(sentences)) == 18 and len(sentences) >= export.SPLIT_FROM  # parts of 5, 5, 5 and 3 sentences
+    beam = generated(model, vocabulary, sentences, strategy="beam", num_beams=3, length_penalty=0.6)
+    assert served(exported[False].translate, sentences) == beam
+    assert len(set(beam)) > 3  # parts in the wrong order or place would show
+
+
 @pytest.mark.parametrize("strategy", ["beam", "greedy"])
 def test_decoding_in_pieces_over_a_growing_cache_gives_decode(strategy):
     """The export's loop (4 steps a call, ended sentences dropped, the cache cut to 16 positions, then grown to 40)
@@ -88,9 +97,10 @@ def test_decoding_in_pieces_over_a_growing_cache_gives_decode(strategy):
     sources = tf.constant(np.random.default_rng(2).integers(1, 9, size=(5, 8)), tf.int32)
     settings = dict(strategy=strategy, num_beams=3, length_penalty=0.6, end_id=2, start_id=1)
     lengths = []
+    decoder = export._DroppingDecoder(model, 40, settings)
     for rows in (sources, sources[3:4]):
         expected_ids, expected_scores = decoding.decode(model, rows, 0, 40, **settings)
-        ids, scores = tf.function(lambda x: export._decode_dropping_ended(model, x, 40, settings, tf.shape(x)[0]))(rows)
+        ids, scores = tf.function(lambda x: decoder(x, tf.shape(x)[0]))(rows)
         np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
         np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), atol=1e-5)
         lengths.append((expected_ids.numpy()[:, 0] != 0).sum(-1))
