@@ -71,8 +71,8 @@ def _size_at_least(count):
 
 
 def _few_shapes(ids, source_length, least_rows=1):
-    """`ids` `(B, S)` padded to a row count of `_size_at_least` (repeating its rows), `least_rows` or more, and to a
-    multiple of 16 ids.
+    """`ids` `(B, S)` (id 0 pads) cut to its longest row, then padded to a row count of `_size_at_least` (repeating
+    its rows), `least_rows` or more, and to a multiple of 16 ids.
 
     XLA compiles the decoding once per input shape (seconds each): this bounds the
     shapes a server meets to a few per octave. Padded ids are masked and
@@ -81,8 +81,9 @@ def _few_shapes(ids, source_length, least_rows=1):
     """
     import tensorflow as tf
 
-    batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
-    ids = tf.concat([ids, tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
+    batch = tf.shape(ids)[0]
+    width = tf.maximum(tf.reduce_max(tf.where(ids != 0, tf.range(1, tf.shape(ids)[1] + 1), 0)), 0)  # longest row's
+    ids = tf.concat([ids[:, :width], tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
     rows = _size_at_least(tf.maximum(batch, least_rows))
     padded_width = tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
     ids = tf.pad(ids, [[0, 0], [0, padded_width - width]])
@@ -90,11 +91,11 @@ def _few_shapes(ids, source_length, least_rows=1):
 
 
 DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended sentences
-# Greedy decoding runs at least two rows (a lone sentence twice): XLA on the CPU makes the products of
-# one row matrix-vector loops that transpose the output embedding at every step, slower than two rows.
+# Greedy decoding runs at least two rows (a lone sentence twice, a last one beside an ended one): XLA on the CPU
+# makes the products of one row matrix-vector loops that transpose the output embedding at every step.
 GREEDY_LEAST_ROWS = 2
-# Beam search decodes a batch of SPLIT_FROM sentences or more as BEAM_PARTS parts at once (see export_translator).
-SPLIT_FROM, BEAM_PARTS = 16, 4
+# A batch of SPLIT_FROM sentences or more is decoded as PARTS parts at once (see export_translator).
+SPLIT_FROM, PARTS = 16, 4
 
 
 def _window_at_least(model, count, max_length):
@@ -115,18 +116,19 @@ class _DroppingDecoder:
     sentences still decoding, padded with ended ones to a size of `_size_at_least`: a
     batch whose last sentence runs to `max_length` (a weak model's beams wander
     there) costs that sentence's rows, not the batch's. The cache grows with the
-    steps (`_window_at_least`, `decoding.resize_cache`). Each count of rows and
+    steps (`_window_at_least`, `decoding.resize_cache`); the rows never drop below
+    `least_rows` (`GREEDY_LEAST_ROWS`). Each count of rows and
     cache length is compiled once, at its first use, and shared by every call of
     one decoder (the parts of a batch decoded at once compile nothing twice); a
     lone sentence is decoded by one XLA program, start to end.
     """
 
-    def __init__(self, model, max_length, settings):
+    def __init__(self, model, max_length, settings, least_rows=1):
         import tensorflow as tf
 
         from keras_seq import decoding
 
-        self.model, self.max_length, self.settings = model, max_length, settings
+        self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
         def start(ids):
             return decoding.search_start(model, ids, tf.constant(0), max_length, **settings)
@@ -176,7 +178,7 @@ class _DroppingDecoder:
             state = {**stepped, "rows": {**stepped["rows"], "context": state["rows"]["context"]}}
             news = results(state)
             outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
-            kept = order[: _size_at_least(unfinished)]
+            kept = order[: tf.maximum(_size_at_least(unfinished), self.least_rows)]
             return tf.cond(
                 tf.shape(kept)[0] < sentences,
                 lambda: (decoding.take_groups(state, kept), tf.gather(origin, kept)),
@@ -220,9 +222,11 @@ def export_translator(
     `max_length` ids (start id included) are joined back into text. The decoding runs
     as XLA programs compiled at their first call for each shape (graph mode would run
     each step's operations one by one), dropping the ended sentences every few steps
-    (`_DroppingDecoder`); `_few_shapes` keeps the shapes few. Beam search decodes a
-    batch of `SPLIT_FROM` sentences or more as `BEAM_PARTS` parts at once: one XLA
-    program runs its operations one after another, so parts keep more cores busy.
+    (`_DroppingDecoder`); `_few_shapes` keeps the shapes few. A batch of `SPLIT_FROM`
+    sentences or more is decoded as `PARTS` parts at once, one XLA program running
+    its operations one after another: parts keep more cores busy. The parts take the
+    sources by length, longest first: a part's sources pad to a length near their
+    own, its sentences tend to end together, and the longest part starts first.
     """
     import tensorflow as tf
 
@@ -236,23 +240,26 @@ def export_translator(
 
     def signature(name, settings):
         greedy = settings["strategy"] == "greedy"
-        decoder = _DroppingDecoder(module.model, max_length, dict(end_id=text.END, start_id=text.START, **settings))
+        least_rows = GREEDY_LEAST_ROWS if greedy else 1
+        settings = dict(end_id=text.END, start_id=text.START, **settings)
+        decoder = _DroppingDecoder(module.model, max_length, settings, least_rows)
 
         def decode(ids):
             sentences = tf.shape(ids)[0]
-            best, _ = decoder(_few_shapes(ids, source_length, GREEDY_LEAST_ROWS if greedy else 1), sentences)
+            best, _ = decoder(_few_shapes(ids, source_length, least_rows), sentences)
             return best[:sentences, 0]
 
         def in_parts(ids):
-            size = (tf.shape(ids)[0] + BEAM_PARTS - 1) // BEAM_PARTS
-            return tf.concat([decode(ids[part * size : (part + 1) * size]) for part in range(BEAM_PARTS)], axis=0)
+            lengths = tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=1)
+            order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+            ids = tf.gather(ids, order)
+            size = (tf.shape(ids)[0] + PARTS - 1) // PARTS
+            best = tf.concat([decode(ids[part * size : (part + 1) * size]) for part in range(PARTS)], axis=0)
+            return tf.gather(best, tf.math.invert_permutation(order))
 
         def translate(sentences):
             ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
-            if greedy:  # its steps are short: parts at once gained nothing
-                best = decode(ids)
-            else:
-                best = tf.cond(tf.shape(ids)[0] >= SPLIT_FROM, lambda: in_parts(ids), lambda: decode(ids))
+            best = tf.cond(tf.shape(ids)[0] >= SPLIT_FROM, lambda: in_parts(ids), lambda: decode(ids))
             return target_vocabulary.decode(best, table=module.target_table)
 
         translate.__name__ = name

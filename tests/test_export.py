@@ -72,19 +72,20 @@ def test_a_sentence_translates_the_same_alone_and_in_any_batch(translator):
         assert served(function, []) == []
 
 
-def test_beam_search_decodes_a_large_batch_in_parts_as_generate_does(translator):
+def test_a_large_batch_decoded_in_parts_by_length_gives_generate(translator):
     model, vocabulary, exported = translator
     sentences = [" ".join(f"w{(i * k + i) % 19 + 1}" for k in range(1 + i % 6)) for i in range(18)]
     assert len(set(sentences)) == 18 and len(sentences) >= export.SPLIT_FROM  # parts of 5, 5, 5 and 3 sentences
     beam = generated(model, vocabulary, sentences, strategy="beam", num_beams=3, length_penalty=0.6)
     assert served(exported[False].translate, sentences) == beam
+    assert served(exported[False].translate_greedy, sentences) == generated(model, vocabulary, sentences)
     assert len(set(beam)) > 3  # parts in the wrong order or place would show
 
 
-@pytest.mark.parametrize("strategy", ["beam", "greedy"])
-def test_decoding_in_pieces_over_a_growing_cache_gives_decode(strategy):
-    """The export's loop (4 steps a call, ended sentences dropped, the cache cut to 16 positions, then grown to 40)
-    and its lone-sentence program give `decoding.decode`'s ids and scores."""
+@pytest.mark.parametrize("strategy, least_rows", [("beam", 1), ("greedy", 1), ("greedy", 2)])
+def test_decoding_in_pieces_over_a_growing_cache_gives_decode(strategy, least_rows):
+    """The export's loop (4 steps a call, ended sentences dropped down to `least_rows`, the cache cut to 16
+    positions, then grown to 40) and its lone-sentence program give `decoding.decode`'s ids and scores."""
     import tensorflow as tf
 
     from keras_seq import decoding
@@ -97,7 +98,7 @@ def test_decoding_in_pieces_over_a_growing_cache_gives_decode(strategy):
     sources = tf.constant(np.random.default_rng(2).integers(1, 9, size=(5, 8)), tf.int32)
     settings = dict(strategy=strategy, num_beams=3, length_penalty=0.6, end_id=2, start_id=1)
     lengths = []
-    decoder = export._DroppingDecoder(model, 40, settings)
+    decoder = export._DroppingDecoder(model, 40, settings, least_rows)
     for rows in (sources, sources[3:4]):
         expected_ids, expected_scores = decoding.decode(model, rows, 0, 40, **settings)
         ids, scores = tf.function(lambda x: decoder(x, tf.shape(x)[0]))(rows)
@@ -114,6 +115,7 @@ def test_few_shapes_pads_rows_to_a_size_of_the_ladder_and_width_to_a_multiple_of
     ids = tf.constant(np.arange(1, 22).reshape(7, 3), tf.int32)
     padded = export._few_shapes(ids, 40).numpy()
     assert padded.shape == (8, 16)
+    np.testing.assert_array_equal(export._few_shapes(tf.pad(ids, [[0, 0], [0, 20]]), 40).numpy(), padded)  # cut first
     np.testing.assert_array_equal(padded[:7, :3], ids.numpy())
     np.testing.assert_array_equal(padded[7:, :3], ids.numpy()[:1])  # repeated rows
     assert not padded[:, 3:].any()
