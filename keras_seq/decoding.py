@@ -358,7 +358,7 @@ def _full_settings(settings):
     return {**_GENERATE_DEFAULTS, **settings}
 
 
-def search_start(model, inputs, seed, max_length, **settings):
+def search_start(model, inputs, seed, max_length, first_window=False, **settings):
     """The decoding state once the prompt (or the start id) is read: a dict of tensors.
 
     `"step"` is the next position; `"rows"` hold one row per hypothesis (`B * G`:
@@ -367,11 +367,15 @@ def search_start(model, inputs, seed, max_length, **settings):
     `G` being the beams or the sequences returned per input row. `search_steps`
     advances a state, `search_result` reads the decoding out of it, and
     `unfinished_groups` and `take_groups` let a caller drop the ended sequences.
+
+    The cache holds `max_length` positions, or with `first_window` the first of
+    `cache_windows` (the prompt is read over that many, not all of them): the caller
+    then grows it (`resize_cache`) before stepping past them.
     """
-    return _search_start(model, inputs, seed, max_length, **settings)[0]
+    return _search_start(model, inputs, seed, max_length, first_window, **settings)[0]
 
 
-def _search_start(model, inputs, seed, max_length, **settings):
+def _search_start(model, inputs, seed, max_length, first_window, **settings):
     """`search_start`'s state, and the position its `"step"` holds as a Python int (the prompt's width, or 1
     after a start id)."""
     settings = _full_settings(settings)
@@ -380,13 +384,16 @@ def _search_start(model, inputs, seed, max_length, **settings):
     beam = settings["strategy"] == "beam"
     copies = settings["num_beams"] if beam else settings["num_return_sequences"]
     ids, prompt_length, cache, context = model._decoding_start(inputs, max_length, settings["start_id"], copies)
+    cache_length = cache_windows(model, prompt_length, max_length)[0] if first_window else max_length
+    if cache_length < max_length:
+        cache = keras.tree.map_structure(lambda x: _fit_time_axis(x, cache_time_axes(model)["cache"], cache_length), cache)
     logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
     rows = ops.shape(ids)[0]
     batch = rows // copies
     state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1], "context": context}
     if beam:
         if getattr(model, "_decoding_reads_cache_rows", False):  # optional: False unless a model says so
-            state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, max_length))
+            state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, cache_length))
         # All beams start identical: only the first may expand at the first step.
         first_only = ops.where(ops.arange(copies) == 0, 0.0, _NEG_INF)
         groups = {
@@ -495,18 +502,19 @@ def resize_cache(model, state, length):
     axes = cache_time_axes(model)
     if axes is None:
         return state
-
-    def fit(x, axis):
-        x = x[(slice(None),) * axis + (slice(None, length),)]
-        padding = [[0, 0]] * len(x.shape)
-        padding[axis] = [0, length - ops.shape(x)[axis]]
-        return ops.pad(x, padding)
-
     rows = dict(state["rows"])
-    rows["cache"] = keras.tree.map_structure(lambda x: fit(x, axes["cache"]), rows["cache"])
+    rows["cache"] = keras.tree.map_structure(lambda x: _fit_time_axis(x, axes["cache"], length), rows["cache"])
     if "cache_rows" in rows:  # row 0 for the new positions: in range, and masked until their step writes them
-        rows["cache_rows"] = fit(rows["cache_rows"], axes["cache_rows"])
+        rows["cache_rows"] = _fit_time_axis(rows["cache_rows"], axes["cache_rows"], length)
     return {**state, "rows": rows}
+
+
+def _fit_time_axis(x, axis, length):
+    """`x` cut or padded with zeros to `length` along `axis`."""
+    x = x[(slice(None),) * axis + (slice(None, length),)]
+    padding = [[0, 0]] * len(x.shape)
+    padding[axis] = [0, length - ops.shape(x)[axis]]
+    return ops.pad(x, padding)
 
 
 def decode(model, inputs, seed, max_length, **settings):
@@ -519,7 +527,7 @@ def decode(model, inputs, seed, max_length, **settings):
     `num_beams`, ...), its defaults for those left out; their values are not checked (an
     unknown name raises `TypeError`). The cache grows through `cache_windows`.
     """
-    state, first_step = _search_start(model, inputs, seed, max_length, **settings)
+    state, first_step = _search_start(model, inputs, seed, max_length, True, **settings)
     for window in cache_windows(model, first_step, max_length):
         state = search_steps(model, resize_cache(model, state, window), window, **settings)
     return search_result(state, **settings)

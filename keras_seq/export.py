@@ -131,7 +131,7 @@ class _DroppingDecoder:
         self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
         def start(ids):
-            return decoding.search_start(model, ids, tf.constant(0), max_length, **settings)
+            return decoding.search_start(model, ids, tf.constant(0), max_length, first_window=True, **settings)
 
         def steps(state, stop):  # the state less its context, which never changes: XLA copies every output
             state = decoding.search_steps(model, state, stop, **settings)

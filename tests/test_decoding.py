@@ -257,8 +257,8 @@ def test_cache_windows_double_from_16_and_end_at_max_length():
 @pytest.mark.parametrize("prompt", [None, 4, 20])
 def test_decoding_through_growing_cache_windows_equals_one_full_cache(strategy, prompt):
     """`decode`, eager and compiled by `generate`, grows its cache through windows (16, 32, then 50; a language
-    model's prompt of 20 starts at 32): the ids and scores of one loop over the whole cache (a window cut short
-    of the positions written would change them)."""
+    model's prompt of 20 starts at 32), reading the prompt over the first: the ids and scores of one loop over the
+    whole cache (a window cut short of the positions written would change them)."""
     keras.utils.set_random_seed(5)
     if prompt:
         model = ks.models.transformer_lm(8, 50, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
@@ -270,8 +270,14 @@ def test_decoding_through_growing_cache_windows_equals_one_full_cache(strategy, 
     assert decoding.cache_windows(model, first_step, 50) == ([32, 50] if first_step > 16 else [16, 32, 50])
     inputs = ops.convert_to_tensor(inputs)
     settings = dict(strategy=strategy, num_beams=2, num_return_sequences=2, end_id=None, start_id=START)
-    full = decoding.search_steps(model, decoding.search_start(model, inputs, 0, 50, **settings), 50, **settings)
+    start = decoding.search_start(model, inputs, 0, 50, **settings)
+    full = decoding.search_steps(model, start, 50, **settings)
     expected_ids, expected_scores = (to_numpy(x) for x in decoding.search_result(full, **settings))
+    windowed = decoding.search_start(model, inputs, 0, 50, first_window=True, **settings)
+    first = decoding.cache_windows(model, first_step, 50)[0]
+    assert {x.shape[2] for x in keras.tree.flatten(windowed["rows"]["cache"])} == {first}
+    assert {x.shape[2] for x in keras.tree.flatten(start["rows"]["cache"])} == {50}
+    np.testing.assert_allclose(to_numpy(windowed["rows"]["logits"]), to_numpy(start["rows"]["logits"]), atol=1e-5)
     for ids, scores in (decoding.decode(model, inputs, 0, 50, **settings), model.generate(inputs, 50, **settings)):
         np.testing.assert_array_equal(to_numpy(ids), expected_ids)
         np.testing.assert_allclose(to_numpy(scores), expected_scores, atol=1e-5)
