@@ -70,6 +70,13 @@ def _size_at_least(count):
     return _least_at_least(tf.concat([powers, powers * 3 // 2], axis=0), count)
 
 
+def _lengths(ids):
+    """The ids in each row of `ids` `(B, S)`, whose padding (id 0) comes last: `(B,)` int32."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=1)
+
+
 def _few_shapes(ids, source_length, least_rows=1):
     """`ids` `(B, S)` (id 0 pads) cut to its longest row, then padded to a row count of `_size_at_least` (repeating
     its rows), `least_rows` or more, and to a multiple of 16 ids.
@@ -82,7 +89,7 @@ def _few_shapes(ids, source_length, least_rows=1):
     import tensorflow as tf
 
     batch = tf.shape(ids)[0]
-    width = tf.maximum(tf.reduce_max(tf.where(ids != 0, tf.range(1, tf.shape(ids)[1] + 1), 0)), 0)  # longest row's
+    width = tf.maximum(tf.reduce_max(_lengths(ids)), 0)  # an empty batch's maximum is int32's least
     ids = tf.concat([ids[:, :width], tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
     rows = _size_at_least(tf.maximum(batch, least_rows))
     padded_width = tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
@@ -239,8 +246,7 @@ def export_translator(
     }
 
     def signature(name, settings):
-        greedy = settings["strategy"] == "greedy"
-        least_rows = GREEDY_LEAST_ROWS if greedy else 1
+        least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
         settings = dict(end_id=text.END, start_id=text.START, **settings)
         decoder = _DroppingDecoder(module.model, max_length, settings, least_rows)
 
@@ -250,8 +256,7 @@ def export_translator(
             return best[:sentences, 0]
 
         def in_parts(ids):
-            lengths = tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=1)
-            order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+            order = tf.argsort(_lengths(ids), direction="DESCENDING", stable=True)
             ids = tf.gather(ids, order)
             size = (tf.shape(ids)[0] + PARTS - 1) // PARTS
             best = tf.concat([decode(ids[part * size : (part + 1) * size]) for part in range(PARTS)], axis=0)
