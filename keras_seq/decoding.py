@@ -16,6 +16,11 @@ they are a source), `_length_limits` (the most input ids and the largest
 * `_decoding_step(ids, cache, index, context)` -> `(logits (B, n, V), cache)`: the
   logits of `n` new positions starting at `index`, and the cache with them added.
 
+A model whose `_decoding_shares_context` is True (the Transformer seq2seq) returns
+its context once per input row, not repeated, and its `_decoding_step` takes
+`copies=`, the consecutive rows that read each row of it: a source's beams read its
+encoder outputs together, which are then kept and gathered once per source.
+
 Beam search reorders its rows every step. By default every tensor of the cache is
 gathered to follow them. A model whose `_decoding_reads_cache_rows` is True (the
 Transformers) instead takes `cache_rows=` `(B, max_length)`, the row whose cache
@@ -147,9 +152,9 @@ def _token_chooser(strategy, temperature, k, p, seed):
     return choose
 
 
-def _sampling_step(model, step, rows, groups, context, choose, settings):
-    """One token per row for greedy decoding and sampling (`groups`: `(B, copies)` scores and ended flags; `choose`
-    from `_token_chooser`)."""
+def _sampling_step(advance, step, rows, groups, choose, settings):
+    """One token per row for greedy decoding and sampling (`advance`: the model's step, `_advancing`; `groups`:
+    `(B, copies)` scores and ended flags; `choose` from `_token_chooser`)."""
     end_id = settings["end_id"]
     logits = _mask_forbidden(rows["logits"], step, end_id, settings["min_length"])
     done, score = ops.reshape(groups["done"], (-1,)), ops.reshape(groups["scores"], (-1,))
@@ -161,14 +166,15 @@ def _sampling_step(model, step, rows, groups, context, choose, settings):
     ids = _backend.slice_update(rows["ids"], (0, step), token[:, None])
     if end_id is not None:
         done = ops.logical_or(done, ops.equal(token, end_id))
-    logits, cache = model._decoding_step(token[:, None], rows["cache"], step, context)
+    logits, cache = advance(token[:, None], rows["cache"], step)
     shape = ops.shape(groups["done"])
     groups = {"scores": ops.reshape(score, shape), "done": ops.reshape(done, shape)}
     return {"ids": ids, "cache": cache, "logits": logits[:, -1]}, groups
 
 
-def _beam_step(model, step, rows, groups, context, settings):
-    """One step of beam search over the `(B, K)` beam groups (the rows come in beam groups).
+def _beam_step(advance, step, rows, groups, settings):
+    """One step of beam search over the `(B, K)` beam groups (the rows come in beam groups; `advance`: the
+    model's step, `_advancing`).
 
     A finished beam (its last token was `end_id`) can only be extended by padding at
     no cost, so it stops growing and keeps its score while competing with the rest.
@@ -180,7 +186,7 @@ def _beam_step(model, step, rows, groups, context, settings):
     end_id = settings["end_id"]
     scores, done, lengths = groups["scores"], groups["done"], groups["lengths"]
     batch, num_beams = ops.shape(scores)
-    vocabulary_size = model.decoding_vocabulary_size
+    vocabulary_size = ops.shape(rows["logits"])[-1]
     log_probs = ops.log_softmax(_mask_forbidden(rows["logits"], step, end_id, settings["min_length"]), axis=-1)
     log_probs = ops.reshape(log_probs, (batch, num_beams, -1))
     pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
@@ -204,11 +210,11 @@ def _beam_step(model, step, rows, groups, context, settings):
         # Each row's history now lies in its parent's rows; its new entry goes in its own.
         own_rows = ops.arange(batch * num_beams, dtype="int32")[:, None]
         cache_rows = _backend.slice_update(ops.take(rows["cache_rows"], rows_kept, axis=0), (0, step), own_rows)
-        logits, new_rows["cache"] = model._decoding_step(token, rows["cache"], step, context, cache_rows=cache_rows)
+        logits, new_rows["cache"] = advance(token, rows["cache"], step, cache_rows=cache_rows)
         new_rows["cache_rows"] = cache_rows
     else:
         cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), rows["cache"])
-        logits, new_rows["cache"] = model._decoding_step(token, cache, step, context)
+        logits, new_rows["cache"] = advance(token, cache, step)
     new_rows["logits"] = logits[:, -1]
     return new_rows, {"scores": scores, "done": done, "lengths": lengths}
 
@@ -364,7 +370,9 @@ def search_start(model, inputs, seed, max_length, first_window=False, **settings
     `"step"` is the next position; `"rows"` hold one row per hypothesis (`B * G`:
     the ids, cache, next logits, context, and for beam search the cache rows);
     `"groups"` hold `(B, G)` scores and ended flags (and lengths for beam search),
-    `G` being the beams or the sequences returned per input row. `search_steps`
+    `G` being the beams or the sequences returned per input row. A model that shares
+    its context between a row's copies keeps it in `"sources"`, one row per input
+    row, instead of `"rows"` (`split_context` finds it). `search_steps`
     advances a state, `search_result` reads the decoding out of it, and
     `unfinished_groups` and `take_groups` let a caller drop the ended sequences.
 
@@ -387,10 +395,10 @@ def _search_start(model, inputs, seed, max_length, first_window, **settings):
     cache_length = cache_windows(model, prompt_length, max_length)[0] if first_window else max_length
     if cache_length < max_length:
         cache = keras.tree.map_structure(lambda x: _fit_time_axis(x, cache_time_axes(model)["cache"], cache_length), cache)
-    logits, cache = model._decoding_step(ids[:, :prompt_length], cache, 0, context)
+    logits, cache = _advancing(model, context, copies)(ids[:, :prompt_length], cache, 0)
     rows = ops.shape(ids)[0]
     batch = rows // copies
-    state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1], "context": context}
+    state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1]}
     if beam:
         if getattr(model, "_decoding_reads_cache_rows", False):  # optional: False unless a model says so
             state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, cache_length))
@@ -403,22 +411,52 @@ def _search_start(model, inputs, seed, max_length, first_window, **settings):
     else:
         groups = {"scores": ops.zeros((batch, copies), "float32"), "done": ops.zeros((batch, copies), "bool")}
     step = ops.convert_to_tensor(prompt_length, "int32")
-    return {"step": step, "seed": seed, "rows": state_rows, "groups": groups}, prompt_length
+    state = {"step": step, "seed": seed, "rows": state_rows, "groups": groups}
+    if _shares_context(model):
+        state["sources"] = {}
+    return join_context(state, context), prompt_length
+
+
+def _shares_context(model):
+    return getattr(model, "_decoding_shares_context", False)  # optional: False unless a model says so
+
+
+def _advancing(model, context, copies):
+    """`model._decoding_step` with the decoding's `context` bound: `(ids, cache, index, cache_rows=) -> (logits,
+    cache)`, for rows that come `copies` to an input row."""
+    shared = {"copies": copies} if _shares_context(model) else {}
+    return lambda ids, cache, index, **rows: model._decoding_step(ids, cache, index, context, **shared, **rows)
+
+
+def split_context(state):
+    """`(state less its context, context)`. The context never changes while decoding: a compiled program that
+    returns a state copies every tensor it returns, so a caller keeps the context aside (`join_context`)."""
+    place = "sources" if "sources" in state else "rows"
+    rest = {name: x for name, x in state[place].items() if name != "context"}
+    return {**state, place: rest}, state[place]["context"]
+
+
+def join_context(state, context):
+    """`state` (less its context, from `split_context`) with `context` back in its place: `"sources"`, one row
+    per input row, for a model that shares its context between a row's copies, else `"rows"`."""
+    place = "sources" if "sources" in state else "rows"
+    return {**state, place: {**state[place], "context": context}}
 
 
 def search_steps(model, state, stop, **settings):
     """`state` advanced one token per step until position `stop` (or `max_length`, if less) or until every
     sequence has ended."""
     settings = _full_settings(settings)
-    context, seed = state["rows"]["context"], state["seed"]
-    rows = {name: x for name, x in state["rows"].items() if name != "context"}
+    state, context = split_context(state)
+    rows, seed = state["rows"], state["seed"]
     choose = _token_chooser(settings["strategy"], settings["temperature"], settings["k"], settings["p"], seed)
+    advance = _advancing(model, context, state["groups"]["done"].shape[1])
 
     def body(step, rows, groups):
         if settings["strategy"] == "beam":
-            rows, groups = _beam_step(model, step, rows, groups, context, settings)
+            rows, groups = _beam_step(advance, step, rows, groups, settings)
         else:
-            rows, groups = _sampling_step(model, step, rows, groups, context, choose, settings)
+            rows, groups = _sampling_step(advance, step, rows, groups, choose, settings)
         return step + 1, rows, groups
 
     max_length = ops.shape(rows["ids"])[1]
@@ -427,7 +465,7 @@ def search_steps(model, state, stop, **settings):
         return ops.logical_and(step < ops.minimum(stop, max_length), ops.logical_not(ops.all(groups["done"])))
 
     step, rows, groups = ops.while_loop(condition, body, (state["step"], rows, state["groups"]), maximum_iterations=max_length)
-    return {"step": step, "seed": seed, "rows": {**rows, "context": context}, "groups": groups}
+    return join_context({**state, "step": step, "rows": rows, "groups": groups}, context)
 
 
 def search_result(state, **settings):
@@ -463,7 +501,10 @@ def take_groups(state, index):
         group_start = ops.arange(ops.shape(row_index)[0], dtype="int32") // copies * copies
         rows["cache_rows"] = rows["cache_rows"] % copies + group_start[:, None]
     groups = {name: ops.take(x, index, axis=0) for name, x in state["groups"].items()}
-    return {**state, "rows": rows, "groups": groups}
+    state = {**state, "rows": rows, "groups": groups}
+    if "sources" in state:  # one row per group
+        state["sources"] = keras.tree.map_structure(lambda x: None if x is None else ops.take(x, index, axis=0), state["sources"])
+    return state
 
 
 _FIRST_CACHE_WINDOW = 16  # the least cache length decoding attends over; it doubles as the decoding goes on

@@ -140,10 +140,9 @@ class _DroppingDecoder:
         def start(ids):
             return decoding.search_start(model, ids, tf.constant(0), max_length, first_window=True, **settings)
 
-        def steps(state, stop):  # the state less its context, which never changes: XLA copies every output
+        def steps(state, stop):  # the state less its context (`decoding.split_context`)
             state = decoding.search_steps(model, state, stop, **settings)
-            rows = {name: x for name, x in state["rows"].items() if name != "context"}
-            return ({**state, "rows": rows}, *decoding.unfinished_groups(state))
+            return (decoding.split_context(state)[0], *decoding.unfinished_groups(state))
 
         def whole(ids):
             return decoding.decode(model, ids, tf.constant(0), max_length, **settings)
@@ -182,7 +181,7 @@ class _DroppingDecoder:
             stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), to_window_end)
             state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
             stepped, order, unfinished = self.steps(state, stop)
-            state = {**stepped, "rows": {**stepped["rows"], "context": state["rows"]["context"]}}
+            state = decoding.join_context(stepped, decoding.split_context(state)[1])
             news = results(state)
             outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
             kept = order[: tf.maximum(_size_at_least(unfinished), self.least_rows)]
@@ -198,9 +197,10 @@ class _DroppingDecoder:
             name: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0, time_axes.get(name)), value)
             for name, value in state["rows"].items()
         }
+        by_group = lambda part: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0), part)  # noqa: E731
         invariants = (
-            {**tf.nest.map_structure(lambda x: x.shape, state), "rows": rows_shapes,
-             "groups": tf.nest.map_structure(lambda x: _free_axes(x.shape, 0), state["groups"])},
+            {**tf.nest.map_structure(lambda x: x.shape, state), "rows": rows_shapes, "groups": by_group(state["groups"]),
+             **({"sources": by_group(state["sources"])} if "sources" in state else {})},
             tf.TensorShape([None]),
             tf.nest.map_structure(lambda x: x.shape, loop_vars[2]),
         )

@@ -8,6 +8,7 @@ with an epsilon inside the square root, `(x - mean) / sqrt(var + eps)`.
 """
 
 import keras
+from keras import ops
 
 from keras_seq import _backend
 from keras_seq import _validation as v
@@ -209,6 +210,10 @@ class TransformerDecoderBlock(_TransformerBlock):
         cross_attention_cache: the encoder outputs' keys and values projected once,
             `block.cross_attention.key_value_cache(encoder_outputs)`, for decoding
             (each step then projects only its queries).
+        rows_per_source: with `cross_attention_cache`, how many consecutive rows of
+            `x` share each row of the encoder outputs and of that cache (`B / G`
+            rows): a source's beams, whose queries attend to its keys together, so
+            its keys and values are kept and read once, not once per beam.
         training: apply dropout.
         return_attention_scores: also return the cross-attention weights
             `(B, H, T, S)` (for plots; not with `cache`).
@@ -232,16 +237,17 @@ class TransformerDecoderBlock(_TransformerBlock):
 
     def call(self, x, encoder_outputs=None, decoder_padding_mask=None, encoder_padding_mask=None, cache=None,
              cache_update_index=None, cache_rows=None, training=None, return_attention_scores=False,
-             cross_attention_cache=None):
+             cross_attention_cache=None, rows_per_source=1):
         cached = cache is not None or cross_attention_cache is not None
-        self._check_call(x, encoder_outputs, cached, return_attention_scores)
+        self._check_call(x, encoder_outputs, cached, return_attention_scores, rows_per_source)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
         self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)
         x, new_cache = self._residual(x, self.self_attention_norm, self_attend, self.self_attention_dropout, training)
         if self.has_cross_attention:
             encoder_padding_mask = self._padding_mask("encoder_padding_mask", encoder_padding_mask, encoder_outputs)
             cross_attend = lambda h: self._cross_attend(
-                h, encoder_outputs, encoder_padding_mask, cross_attention_cache, training, return_attention_scores
+                h, encoder_outputs, encoder_padding_mask, cross_attention_cache, rows_per_source, training,
+                return_attention_scores,
             )
             x, scores = self._residual(x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training)
         x = self._feed_forward(x, training)
@@ -249,9 +255,15 @@ class TransformerDecoderBlock(_TransformerBlock):
             return x, scores
         return x if cache is None else (x, new_cache)
 
-    def _check_call(self, x, encoder_outputs, cached, return_attention_scores):
+    def _check_call(self, x, encoder_outputs, cached, return_attention_scores, rows_per_source):
         owner = v.owner_name(self)
         v.check_rank(owner, "x", x, 3)
+        v.check_positive_int(owner, "rows_per_source", rows_per_source)
+        if rows_per_source > 1 and not (self.has_cross_attention and cached):
+            v.fail(owner, "rows_per_source", "1 without a `cross_attention_cache`", rows_per_source)
+        rows, sources = x.shape[0], None if encoder_outputs is None else encoder_outputs.shape[0]
+        if rows_per_source > 1 and rows is not None and sources is not None and rows != rows_per_source * sources:
+            v.fail(owner, "x", f"{rows_per_source} rows per row of the encoder outputs ({sources})", f"{rows} rows")
         if return_attention_scores and (cached or not self.has_cross_attention):
             v.fail(owner, "return_attention_scores", "a block with cross-attention called without caches", "True")
         if (encoder_outputs is not None) != self.has_cross_attention:
@@ -272,13 +284,20 @@ class TransformerDecoderBlock(_TransformerBlock):
         )
         return result if cache is not None else (result, None)
 
-    def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, key_value_cache, training, return_attention_scores):
-        """Attention of `h` over the encoder outputs (their keys and values from `key_value_cache` when given):
-        `(output, weights or None)`."""
-        result = call_sublayer(
-            self.cross_attention, h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
-            return_attention_scores=return_attention_scores, cache=key_value_cache,
+    def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, key_value_cache, rows_per_source, training,
+                      return_attention_scores):
+        """Attention of `h` over the encoder outputs (their keys and values from `key_value_cache` when given,
+        each row of it attended to by `rows_per_source` rows of `h`): `(output, weights or None)`."""
+        if key_value_cache is None:
+            result = call_sublayer(
+                self.cross_attention, h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+                return_attention_scores=return_attention_scores,
+            )
+            return result if return_attention_scores else (result, None)
+        rows, length, width = ops.shape(h)
+        queries = ops.reshape(h, (-1, rows_per_source * length, width))  # a source's rows side by side
+        output, _ = call_sublayer(
+            self.cross_attention, queries, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+            cache=key_value_cache,
         )
-        if key_value_cache is not None:
-            return result[0], None
-        return result if return_attention_scores else (result, None)
+        return ops.reshape(output, (rows, length, width)), None

@@ -202,6 +202,7 @@ class TransformerSeq2Seq(GenerativeModel):
 
     _decoding_reads_cache_rows = True
     _decoding_cache_time_axis = 2
+    _decoding_shares_context = True
     _inputs_are_prompts = False
 
     def __init__(self, source_vocabulary_size, target_vocabulary_size, source_length, target_length, num_layers=2,
@@ -268,8 +269,8 @@ class TransformerSeq2Seq(GenerativeModel):
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 
     def _decoding_start(self, encoder_ids, max_length, start_id, copies):
-        """Encodes each source once and projects its cross-attention keys and values once per block, then
-        repeats them for the `copies` rows (beams) of the source."""
+        """Encodes each source once and projects its cross-attention keys and values once per block: the
+        `copies` rows (beams) of a source read them together (`_decoding_shares_context`)."""
         config = self._config
         batch = ops.shape(encoder_ids)[0] * copies
         ids, _ = self._id_buffer(ops.full((batch, 1), start_id, "int32"), max_length)
@@ -279,13 +280,13 @@ class TransformerSeq2Seq(GenerativeModel):
         )
         encoder_outputs, encoder_mask = self.encode(encoder_ids)
         cross_caches = tuple(block.cross_attention.key_value_cache(encoder_outputs) for block in self.decoder_blocks)
-        return ids, 1, cache, self._repeated((encoder_outputs, encoder_mask, cross_caches), copies)
+        return ids, 1, cache, (encoder_outputs, encoder_mask, cross_caches)
 
-    def _decoding_step(self, ids, cache, index, context, cache_rows=None):
+    def _decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1):
         encoder_outputs, encoder_mask, cross_caches = context
         return _cached_decoder_step(
             self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index, cache_rows,
-            cross_caches, encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
+            cross_caches, encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask, rows_per_source=copies,
         )
 
 

@@ -202,6 +202,22 @@ def test_cached_incremental_decoding_equals_full_causal_pass(rng):
     assert not np.allclose(to_numpy(out[1, 0]), to_numpy(layer.output_bias), atol=1e-3)
 
 
+@pytest.mark.usefixtures("cache_read")
+@pytest.mark.parametrize("queries", [1, 3])  # one summed over the cache in place, several by a product
+def test_queries_over_a_fixed_cache_match_eq_1_in_numpy(rng, queries):
+    """Queries over precomputed keys and values (a source's beams over its encoder outputs), with padded keys and a
+    row with no key at all, against the formula."""
+    layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    memory, query = rng.normal(size=(3, 6, 8)).astype("float32"), rng.normal(size=(3, queries, 8)).astype("float32")
+    layer(memory, memory)
+    layer.set_weights([rng.normal(size=w.shape).astype("float32") for w in layer.get_weights()])
+    padding = np.array([[True] * 6, [True] * 2 + [False] * 4, [False] * 6])
+    out, cache = layer(query, memory, value_mask=padding, cache=layer.key_value_cache(memory))
+    expected, _ = numpy_multi_head(query, memory, layer.get_weights(), 2, 4, mask=np.broadcast_to(padding[:, None], (3, queries, 6)))
+    assert_close(out, expected, atol=1e-5)
+    assert_close(cache, layer.key_value_cache(memory), atol=0)
+
+
 def test_key_value_cache_rejects_what_it_cannot_project(rng):
     layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=4, name="cross")
     memory = rng.normal(size=(2, 3, 8)).astype("float32")

@@ -107,6 +107,32 @@ def test_decoder_block_matches_numpy_and_cache_equals_full_pass(rng):
         assert_close(out, steps[t], atol=1e-5)
 
 
+def test_rows_of_a_source_read_its_cross_attention_cache_together_as_if_repeated(rng):
+    """`rows_per_source`: beams reading their source's encoder outputs once equal each beam reading a copy."""
+    sources, beams = 2, 3
+    x = rng.normal(size=(sources * beams, 4, 8)).astype("float32")
+    encoder_outputs = rng.normal(size=(sources, 5, 8)).astype("float32")
+    encoder_mask = np.array([[True] * 5, [True] * 2 + [False] * 3])
+    block = ks.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=16)
+    block(x, encoder_outputs.repeat(beams, axis=0))
+    randomize(block, rng)
+    repeated = encoder_outputs.repeat(beams, axis=0), encoder_mask.repeat(beams, axis=0)
+    for length in (1, 4):  # one step, then a prefix read at once
+        steps = x[:, :length]
+        cache = keras.ops.zeros((sources * beams, 2, 4, 2, 4))
+        expected, _ = block(steps, repeated[0], encoder_padding_mask=repeated[1], cache=cache, cache_update_index=0,
+                            cross_attention_cache=block.cross_attention.key_value_cache(repeated[0]))
+        grouped, _ = block(steps, encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache, cache_update_index=0,
+                           cross_attention_cache=block.cross_attention.key_value_cache(encoder_outputs), rows_per_source=beams)
+        assert_close(grouped, expected, atol=1e-5)
+        assert_close(expected, numpy_decoder_block(block, steps, *repeated)[:, :length], atol=1e-4)
+    # Rows 0-2 read source 0: the sources reversed change the output.
+    shuffled = encoder_outputs[::-1]
+    wrong, _ = block(x[:, :1], shuffled, encoder_padding_mask=encoder_mask[::-1], cache=cache, cache_update_index=0,
+                     cross_attention_cache=block.cross_attention.key_value_cache(shuffled), rows_per_source=beams)
+    assert not np.allclose(to_numpy(wrong), to_numpy(grouped[:, :1]), atol=1e-3)
+
+
 def test_sublayers_start_from_their_own_draws(rng):
     """Self- and cross-attention and both feed-forward kernels: one shared initializer, separate draws."""
     block = ks.layers.TransformerDecoderBlock(num_heads=2, intermediate_dim=8)
@@ -211,6 +237,11 @@ def test_bad_inputs_raise_value_errors(rng):
         (lambda: encoder_only(x, x), r"TransformerDecoderBlock.*encoder_outputs.*without cross-attention; use a new block"),
         (lambda: with_cross_attention(x), r"encoder_outputs.*expected encoder outputs.*got NoneType"),
         (lambda: ks.layers.TransformerDecoderBlock(2, 16)(x, x, encoder_padding_mask=np.ones((2, 3), bool)), r"encoder_padding_mask.*\(2, 6\)"),
+        (lambda: with_cross_attention(x, x, rows_per_source=2), r"rows_per_source.*1 without a `cross_attention_cache`"),
+        (lambda: with_cross_attention(x, x[:1], cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x[:1]),
+                                      rows_per_source=3), r"x.*3 rows per row of the encoder outputs \(1\).*2 rows"),
+        (lambda: with_cross_attention(x, x, cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x),
+                                      rows_per_source=0), r"rows_per_source.*positive integer"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
