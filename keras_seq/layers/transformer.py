@@ -239,7 +239,7 @@ class TransformerDecoderBlock(_TransformerBlock):
              cache_update_index=None, cache_rows=None, training=None, return_attention_scores=False,
              cross_attention_cache=None, rows_per_source=1):
         cached = cache is not None or cross_attention_cache is not None
-        self._check_call(x, encoder_outputs, cached, return_attention_scores, rows_per_source)
+        self._check_call(x, encoder_outputs, cached, return_attention_scores, cross_attention_cache, rows_per_source)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
         self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)
         x, new_cache = self._residual(x, self.self_attention_norm, self_attend, self.self_attention_dropout, training)
@@ -255,11 +255,11 @@ class TransformerDecoderBlock(_TransformerBlock):
             return x, scores
         return x if cache is None else (x, new_cache)
 
-    def _check_call(self, x, encoder_outputs, cached, return_attention_scores, rows_per_source):
+    def _check_call(self, x, encoder_outputs, cached, return_attention_scores, cross_attention_cache, rows_per_source):
         owner = v.owner_name(self)
         v.check_rank(owner, "x", x, 3)
         v.check_positive_int(owner, "rows_per_source", rows_per_source)
-        if rows_per_source > 1 and not (self.has_cross_attention and cached):
+        if rows_per_source > 1 and cross_attention_cache is None:
             v.fail(owner, "rows_per_source", "1 without a `cross_attention_cache`", rows_per_source)
         rows, sources = x.shape[0], None if encoder_outputs is None else encoder_outputs.shape[0]
         if rows_per_source > 1 and rows is not None and sources is not None and rows != rows_per_source * sources:

@@ -238,6 +238,8 @@ def test_bad_inputs_raise_value_errors(rng):
         (lambda: with_cross_attention(x), r"encoder_outputs.*expected encoder outputs.*got NoneType"),
         (lambda: ks.layers.TransformerDecoderBlock(2, 16)(x, x, encoder_padding_mask=np.ones((2, 3), bool)), r"encoder_padding_mask.*\(2, 6\)"),
         (lambda: with_cross_attention(x, x, rows_per_source=2), r"rows_per_source.*1 without a `cross_attention_cache`"),
+        (lambda: with_cross_attention(x[:, :1], x[:1], cache=np.zeros((2, 2, 6, 2, 4), "float32"), cache_update_index=0,
+                                      rows_per_source=2), r"rows_per_source.*1 without a `cross_attention_cache`"),
         (lambda: with_cross_attention(x, x[:1], cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x[:1]),
                                       rows_per_source=3), r"x.*3 rows per row of the encoder outputs \(1\).*2 rows"),
         (lambda: with_cross_attention(x, x, cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x),
