@@ -89,34 +89,6 @@ def _gumbel_argmax(logits, seed, step):
     return _argmax(logits - ops.log(-ops.log(noise)))
 
 
-_TOP_K_BLOCK = 32  # entries per block of `_top_k`
-
-
-def _top_k(x, k):
-    """`ops.top_k(x, k, sorted=True)` over the last axis of `x` `(B, N)`, ties to the lower index, as values and int32
-    indices.
-
-    The k largest entries lie in the k blocks of `_TOP_K_BLOCK` entries with the largest
-    maxima (ties to the lower block): one pass of block maxima over `x`, then two
-    top-k of k blocks and k * 32 entries. On a CPU, XLA's top-k over a whole beam
-    search row (beams * vocabulary) costs more than the output product that makes it.
-    """
-    batch, size = ops.shape(x)[0], x.shape[-1]
-    blocks = None if size is None else -(-size // _TOP_K_BLOCK)
-    if blocks is None or blocks <= k or keras.backend.backend() == "torch":  # torch's eager top-k is fast as it is
-        values, index = ops.top_k(x, k, sorted=True)
-        return values, ops.cast(index, "int32")
-    x = ops.pad(x, ((0, 0), (0, blocks * _TOP_K_BLOCK - size)), constant_values=_LOWEST)
-    x = ops.reshape(x, (batch * blocks, _TOP_K_BLOCK))
-    best_blocks = ops.top_k(ops.reshape(ops.max(x, axis=1), (batch, blocks)), k, sorted=True)[1]
-    best_blocks = ops.sort(ops.cast(best_blocks, "int32"), axis=1)  # in row order, so that ties keep it
-    rows = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * blocks + best_blocks, (-1,))
-    values, position = ops.top_k(ops.reshape(ops.take(x, rows, axis=0), (batch, k * _TOP_K_BLOCK)), k, sorted=True)
-    position = ops.cast(position, "int32")
-    block = ops.take_along_axis(best_blocks, position // _TOP_K_BLOCK, axis=1)
-    return values, block * _TOP_K_BLOCK + position % _TOP_K_BLOCK
-
-
 def _keep_top_k(logits, k):
     kth = ops.top_k(logits, min(k, logits.shape[-1]), sorted=True)[0][:, -1:]  # k past V keeps every id
     return ops.where(logits < kth, _NEG_INF, logits)
@@ -160,8 +132,8 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
     done, score = ops.reshape(groups["done"], (-1,)), ops.reshape(groups["scores"], (-1,))
     token = ops.cast(choose(logits, step), "int32")
     token = ops.where(done, 0, token)  # padding after a sequence ended
-    log_probs = ops.log_softmax(logits, axis=-1)
-    token_log_prob = ops.take_along_axis(log_probs, token[:, None], axis=-1)[:, 0]
+    # log_softmax(logits)[token], without writing the log-probabilities of every id
+    token_log_prob = ops.take_along_axis(logits, token[:, None], axis=-1)[:, 0] - ops.logsumexp(logits, axis=-1)
     score = score + ops.where(done, 0.0, token_log_prob)
     ids = _backend.slice_update(rows["ids"], (0, step), token[:, None])
     if end_id is not None:
@@ -187,12 +159,8 @@ def _beam_step(advance, step, rows, groups, settings):
     scores, done, lengths = groups["scores"], groups["done"], groups["lengths"]
     batch, num_beams = ops.shape(scores)
     vocabulary_size = ops.shape(rows["logits"])[-1]
-    log_probs = ops.log_softmax(_mask_forbidden(rows["logits"], step, end_id, settings["min_length"]), axis=-1)
-    log_probs = ops.reshape(log_probs, (batch, num_beams, -1))
-    pad_only = ops.where(ops.arange(vocabulary_size) == 0, 0.0, _NEG_INF)
-    log_probs = ops.where(done[..., None], pad_only, log_probs)
-    candidates = ops.reshape(scores[..., None] + log_probs, (batch, num_beams * vocabulary_size))
-    scores, flat = _top_k(candidates, num_beams)
+    logits = _mask_forbidden(rows["logits"], step, end_id, settings["min_length"])
+    scores, flat = _best_continuations(logits, scores, done, num_beams)
     beam, token = flat // vocabulary_size, flat % vocabulary_size
     rows_kept = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * num_beams + beam, (-1,))
     done = ops.take_along_axis(done, beam, axis=1)
@@ -217,6 +185,55 @@ def _beam_step(advance, step, rows, groups, settings):
         logits, new_rows["cache"] = advance(token, cache, step)
     new_rows["logits"] = logits[:, -1]
     return new_rows, {"scores": scores, "done": done, "lengths": lengths}
+
+
+_TOP_K_BLOCK = 32  # ids per block of `_best_continuations`
+
+
+def _best_continuations(logits, scores, done, k):
+    """The `k` best continuations of each group of beams, `(B, k)` values and flat indices `beam * V + id`
+    (ties to the lower index): `scores` `(B, K)` plus the log-softmax of each beam's `logits` `(B * K, V)`, an
+    ended beam (`done`) continuing with padding (id 0) alone, at no cost.
+
+    A continuation is its logit plus its beam's `score - logsumexp(logits)`, so the
+    best `k` of a group lie in the `k` blocks of `_TOP_K_BLOCK` ids whose largest
+    logits, so shifted, are largest (ties to the lower block): one pass of block
+    maxima, one of exponentials, then a top-k of the blocks and one of their `k * 32`
+    ids. On a CPU, XLA's top-k over a whole group (beams * vocabulary) costs more than
+    the output product that makes it, and so does writing out its log-probabilities.
+    """
+    batch, num_beams = ops.shape(scores)
+    vocabulary_size = logits.shape[-1]
+    blocks = None if vocabulary_size is None else -(-vocabulary_size // _TOP_K_BLOCK)
+    pad_only = ops.where(ops.arange(ops.shape(logits)[-1]) == 0, 0.0, _NEG_INF)
+    if blocks is None or blocks * num_beams <= k or keras.backend.backend() == "torch":  # torch's eager top-k is fast
+        log_probs = ops.reshape(ops.log_softmax(logits, axis=-1), (batch, num_beams, -1))
+        log_probs = ops.where(done[..., None], pad_only, log_probs)
+        values, index = ops.top_k(ops.reshape(scores[..., None] + log_probs, (batch, -1)), k, sorted=True)
+        return values, ops.cast(index, "int32")
+    rows = batch * num_beams
+    padded = ops.pad(logits, ((0, 0), (0, blocks * _TOP_K_BLOCK - vocabulary_size)), constant_values=_LOWEST)
+    entries = ops.reshape(padded, (rows * blocks, _TOP_K_BLOCK))
+    block_max = ops.reshape(ops.max(entries, axis=1), (rows, blocks))
+    row_max = ops.max(block_max, axis=1, keepdims=True)
+    log_normaliser = row_max + ops.log(ops.sum(ops.exp(logits - row_max), axis=1, keepdims=True))
+    ended = ops.reshape(done, (rows, 1))
+    shift = ops.reshape(scores, (rows, 1)) - ops.where(ended, 0.0, log_normaliser)  # an ended beam adds 0 for id 0
+    pad_block_max = ops.where(ops.arange(blocks) == 0, 0.0, _NEG_INF)
+    block_best = ops.reshape(ops.where(ended, pad_block_max, block_max) + shift, (batch, num_beams * blocks))
+    best_blocks = ops.sort(ops.cast(ops.top_k(block_best, k, sorted=True)[1], "int32"), axis=1)  # ties keep order
+    chosen = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * num_beams + best_blocks // blocks, (-1,))
+    block = ops.reshape(best_blocks % blocks, (-1,))
+    pad_entries = ops.reshape(ops.pad(pad_only, ((0, blocks * _TOP_K_BLOCK - vocabulary_size),), constant_values=_LOWEST),
+                              (blocks, _TOP_K_BLOCK))
+    taken = ops.where(
+        ops.take(ended, chosen, axis=0), ops.take(pad_entries, block, axis=0), ops.take(entries, chosen * blocks + block, axis=0)
+    )
+    taken = ops.reshape(taken + ops.take(shift, chosen, axis=0), (batch, k * _TOP_K_BLOCK))
+    values, position = ops.top_k(taken, k, sorted=True)
+    position = ops.cast(position, "int32")
+    best = ops.take_along_axis(best_blocks, position // _TOP_K_BLOCK, axis=1)
+    return values, best // blocks * vocabulary_size + best % blocks * _TOP_K_BLOCK + position % _TOP_K_BLOCK
 
 
 def _ranked_ended(done, scores, lengths, count, alpha):

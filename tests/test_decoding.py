@@ -506,17 +506,35 @@ def test_argmax_helper_takes_the_first_of_tied_maxima(rng):
     assert chosen[1] == 2 and chosen[3] == 0
 
 
-@pytest.mark.parametrize("size,k", [(7, 3), (100, 1), (100, 4), (4000, 4), (1000, 40)])
-def test_top_k_by_blocks_equals_top_k_with_ties_to_the_lower_index(size, k):
-    rng = np.random.default_rng(size + k)
-    x = rng.integers(-20, 20, size=(6, size)).astype("float32")  # many ties
-    x[0] = 3.0  # a row of one value
-    values, index = (to_numpy(t) for t in decoding._top_k(ops.convert_to_tensor(x), k))
-    expected_index = np.argsort(-x, axis=1, kind="stable")[:, :k]
-    np.testing.assert_array_equal(values, np.take_along_axis(x, expected_index, axis=1))
-    np.testing.assert_array_equal(np.take_along_axis(x, index, axis=1), values)
+@pytest.mark.parametrize("vocabulary,beams", [(4000, 4), (100, 4), (37, 3), (4001, 1), (2, 4)])
+def test_best_continuations_equal_numpy_over_every_candidate(vocabulary, beams):
+    """`_best_continuations` against the whole `(B, K * V)` candidate matrix in NumPy: scores plus log-softmax,
+    an ended beam continuing by padding (id 0) alone at no cost, the best K by value with ties to the lower index."""
+    rng = np.random.default_rng(vocabulary + beams)
+    batch = 5
+    logits = rng.integers(-6, 6, size=(batch * beams, vocabulary)).astype("float32")  # ties inside a beam
+    logits[1] = 0.0  # a beam of one value
+    logits[:, 0] = decoding._NEG_INF  # masked as `_mask_forbidden` masks padding
+    scores = -rng.random((batch, beams)).astype("float32") * 5
+    done = rng.random((batch, beams)) < 0.3
+    done[2] = True  # a group whose beams all ended
+    done[3] = False
+    if vocabulary >= 100:  # a tie between a block with a larger maximum and an earlier block: the earlier id first
+        logits[4 * beams, 1:] = -5.0
+        logits[4 * beams, [90, 10, 95]] = [5.0, 4.0, 4.0]
+        scores[4], done[4] = [0.0] + [-100.0] * (beams - 1), False
+    log_probs = logits.astype("float64") - np.log(np.exp(logits.astype("float64")).sum(axis=1, keepdims=True))
+    log_probs = log_probs.reshape(batch, beams, vocabulary)
+    pad_only = np.where(np.arange(vocabulary) == 0, 0.0, decoding._NEG_INF)
+    candidates = (scores[..., None] + np.where(done[..., None], pad_only, log_probs)).reshape(batch, -1)
+    expected_index = np.argsort(-candidates, axis=1, kind="stable")[:, :beams]
+
+    values, index = (to_numpy(t) for t in decoding._best_continuations(*map(ops.convert_to_tensor, (logits, scores, done)), beams))
+    np.testing.assert_allclose(values, np.take_along_axis(candidates, expected_index, axis=1), rtol=1e-6, atol=1e-4)
+    np.testing.assert_allclose(np.take_along_axis(candidates, index, axis=1), values, rtol=1e-6, atol=1e-4)
     if keras.backend.backend() != "torch":  # torch.topk orders ties as it likes
         np.testing.assert_array_equal(index, expected_index)
+    assert (index[2] % vocabulary == 0).all()  # ended beams continue by padding only
 
 
 @pytest.mark.parametrize("index_kind", ["int", "tensor"])
