@@ -16,6 +16,10 @@ they are a source), `_length_limits` (the most input ids and the largest
 * `_decoding_step(ids, cache, index, context)` -> `(logits (B, n, V), cache)`: the
   logits of `n` new positions starting at `index`, and the cache with them added.
 
+A model may also define `_decoding_weights()` -> a nest of tensors its step reads,
+laid out for it from its weights once per decoding (e.g. a tied output layer's
+`E^T` as an array of its own); its `_decoding_step` then takes `weights=`.
+
 A model whose `_decoding_shares_context` is True (the Transformer seq2seq) returns
 its context once per input row, not repeated, and its `_decoding_step` takes
 `copies=`, the consecutive rows that read each row of it: a source's beams read its
@@ -389,7 +393,8 @@ def search_start(model, inputs, seed, max_length, first_window=False, **settings
     `"groups"` hold `(B, G)` scores and ended flags (and lengths for beam search),
     `G` being the beams or the sequences returned per input row. A model that shares
     its context between a row's copies keeps it in `"sources"`, one row per input
-    row, instead of `"rows"` (`split_context` finds it). `search_steps`
+    row, instead of `"rows"` (`split_context` finds it); a model's step weights, if it
+    has them (`_decoding_weights`), are in `"weights"`. `search_steps`
     advances a state, `search_result` reads the decoding out of it, and
     `unfinished_groups` and `take_groups` let a caller drop the ended sequences.
 
@@ -412,7 +417,8 @@ def _search_start(model, inputs, seed, max_length, first_window, **settings):
     cache_length = cache_windows(model, prompt_length, max_length)[0] if first_window else max_length
     if cache_length < max_length:
         cache = keras.tree.map_structure(lambda x: _fit_time_axis(x, cache_time_axes(model)["cache"], cache_length), cache)
-    logits, cache = _advancing(model, context, copies)(ids[:, :prompt_length], cache, 0)
+    weights = _step_weights(model)
+    logits, cache = _advancing(model, context, copies, weights)(ids[:, :prompt_length], cache, 0)
     rows = ops.shape(ids)[0]
     batch = rows // copies
     state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1]}
@@ -431,43 +437,57 @@ def _search_start(model, inputs, seed, max_length, first_window, **settings):
     state = {"step": step, "seed": seed, "rows": state_rows, "groups": groups}
     if _shares_context(model):
         state["sources"] = {}
-    return join_context(state, context), prompt_length
+    return join_context(state, (context, weights)), prompt_length
 
 
 def _shares_context(model):
     return getattr(model, "_decoding_shares_context", False)  # optional: False unless a model says so
 
 
-def _advancing(model, context, copies):
-    """`model._decoding_step` with the decoding's `context` bound: `(ids, cache, index, cache_rows=) -> (logits,
-    cache)`, for rows that come `copies` to an input row."""
-    shared = {"copies": copies} if _shares_context(model) else {}
-    return lambda ids, cache, index, **rows: model._decoding_step(ids, cache, index, context, **shared, **rows)
+def _step_weights(model):
+    """`model._decoding_weights()`, or None for a model without it."""
+    laid_out = getattr(model, "_decoding_weights", None)  # optional: None unless a model defines it
+    return None if laid_out is None else laid_out()
+
+
+def _advancing(model, context, copies, weights):
+    """`model._decoding_step` with the decoding's `context` and step `weights` bound: `(ids, cache, index,
+    cache_rows=) -> (logits, cache)`, for rows that come `copies` to an input row."""
+    bound = {"copies": copies} if _shares_context(model) else {}
+    if weights is not None:
+        bound["weights"] = weights
+    return lambda ids, cache, index, **rows: model._decoding_step(ids, cache, index, context, **bound, **rows)
 
 
 def split_context(state):
-    """`(state less its context, context)`. The context never changes while decoding: a compiled program that
-    returns a state copies every tensor it returns, so a caller keeps the context aside (`join_context`)."""
+    """`(state less what never changes while decoding, that part)`: the context and the step weights
+    (`_decoding_weights`). A compiled program that returns a state copies every tensor it returns, so a caller
+    keeps them aside (`join_context`)."""
     place = "sources" if "sources" in state else "rows"
     rest = {name: x for name, x in state[place].items() if name != "context"}
-    return {**state, place: rest}, state[place]["context"]
+    fixed = (state[place]["context"], state.get("weights"))
+    return {**{name: x for name, x in state.items() if name != "weights"}, place: rest}, fixed
 
 
-def join_context(state, context):
-    """`state` (less its context, from `split_context`) with `context` back in its place: `"sources"`, one row
-    per input row, for a model that shares its context between a row's copies, else `"rows"`."""
+def join_context(state, fixed):
+    """`state` (less its context and step weights, from `split_context`) with `fixed` back in their places: the
+    context in `"sources"`, one row per input row, for a model that shares its context between a row's copies,
+    else in `"rows"`; the weights, if any, in `"weights"`."""
+    context, weights = fixed
     place = "sources" if "sources" in state else "rows"
-    return {**state, place: {**state[place], "context": context}}
+    state = {**state, place: {**state[place], "context": context}}
+    return state if weights is None else {**state, "weights": weights}
 
 
 def search_steps(model, state, stop, **settings):
     """`state` advanced one token per step until position `stop` (or `max_length`, if less) or until every
     sequence has ended."""
     settings = _full_settings(settings)
-    state, context = split_context(state)
+    state, fixed = split_context(state)
+    context, weights = fixed
     rows, seed = state["rows"], state["seed"]
     choose = _token_chooser(settings["strategy"], settings["temperature"], settings["k"], settings["p"], seed)
-    advance = _advancing(model, context, state["groups"]["done"].shape[1])
+    advance = _advancing(model, context, state["groups"]["done"].shape[1], weights)
 
     def body(step, rows, groups):
         if settings["strategy"] == "beam":
@@ -482,7 +502,7 @@ def search_steps(model, state, stop, **settings):
         return ops.logical_and(step < ops.minimum(stop, max_length), ops.logical_not(ops.all(groups["done"])))
 
     step, rows, groups = ops.while_loop(condition, body, (state["step"], rows, state["groups"]), maximum_iterations=max_length)
-    return join_context({**state, "step": step, "rows": rows, "groups": groups}, context)
+    return join_context({**state, "step": step, "rows": rows, "groups": groups}, fixed)
 
 
 def search_result(state, **settings):

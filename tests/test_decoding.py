@@ -199,26 +199,33 @@ def markov_chain_ending_at_different_steps():
     return MarkovChain(table)
 
 
-def small_transformer_seq2seq():
+def small_transformer_seq2seq(tied=False):
     """Random weights over 8 ids, the end id favoured so that its beams end at different steps; it reads its cache
-    through `cache_rows`."""
+    through `cache_rows` (and with `tied`, shares one table between its embeddings and output layer)."""
     keras.utils.set_random_seed(4)
-    model = ks.models.transformer_seq2seq(8, 8, 6, 12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8)
+    model = ks.models.transformer_seq2seq(8, 8, 6, 12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8,
+                                          tie_embeddings=tied, share_embeddings=tied)
     model({"encoder_inputs": np.ones((1, 6), "int32"), "decoder_inputs": np.ones((1, 12), "int32")})
     model.head.variables[-1].assign(np.where(np.arange(8) == END, 0.3, 0.0))
     return model
 
 
-def transformer_seq2seq_ending_at_different_steps():
+def transformer_seq2seq_ending_at_different_steps(tied=False):
     """`small_transformer_seq2seq` with the end id held back: its sentences end from the third step on, some never,
     so that dropping the ended ones moves the rows and their sources."""
-    model = small_transformer_seq2seq()
+    model = small_transformer_seq2seq(tied)
     model.head.variables[-1].assign(np.where(np.arange(8) == END, -1.0, 0.0))
     return model
 
 
+def tied_transformer_seq2seq_ending_at_different_steps():
+    """`transformer_seq2seq_ending_at_different_steps` with a tied output layer: its state carries step weights."""
+    return transformer_seq2seq_ending_at_different_steps(tied=True)
+
+
 @pytest.mark.parametrize("strategy", ["beam", "greedy"])
-@pytest.mark.parametrize("build", [markov_chain_ending_at_different_steps, transformer_seq2seq_ending_at_different_steps])
+@pytest.mark.parametrize("build", [markov_chain_ending_at_different_steps, transformer_seq2seq_ending_at_different_steps,
+                                   tied_transformer_seq2seq_ending_at_different_steps])
 def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy, build):
     """search_steps a few positions at a time, over a cache cut to the positions reached, keeping only the unfinished
     groups (as the export does) in reversed order (their cache rows move), writes the ids and scores of one decode
@@ -248,6 +255,35 @@ def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy, buil
     result_ids, result_scores = (to_numpy(x) for x in decoding.search_result(ended, **settings))
     np.testing.assert_array_equal(result_ids, expected_ids)
     np.testing.assert_allclose(result_scores, expected_scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_tied_output_layer_reads_its_table_transposed_once_per_decoding(tied, monkeypatch):
+    """A tied head's `E^T` is made once, at the start, as the state's step weights, kept aside with the context
+    (`split_context`); each step's logits are `h @ weights + b`, and the decoding equals one whose head transposes
+    `E` at every step. An untied head's kernel needs no weights."""
+    model = small_transformer_seq2seq(tied)
+    inputs = ops.convert_to_tensor(np.random.default_rng(2).integers(1, 8, size=(3, 6)).astype("int32"))
+    settings = dict(strategy="beam", num_beams=3, end_id=END, length_penalty=0.6, start_id=START)
+    state = decoding.search_start(model, inputs, 0, 12, **settings)
+    rest, fixed = decoding.split_context(state)
+    assert "weights" not in rest and "context" not in rest["sources"]
+    assert decoding.join_context(rest, fixed).keys() == state.keys()
+    if not tied:
+        assert "weights" not in state and fixed[1] is None
+        return
+    table = to_numpy(model.target_embedding.token_embedding.embeddings)
+    np.testing.assert_array_equal(to_numpy(state["weights"]["kernel"]), table.T)
+    zero_kernel = {"kernel": ops.zeros_like(state["weights"]["kernel"])}  # the step reads the kernel it is given
+    ids = ops.convert_to_tensor(np.full((9, 1), START, "int32"))
+    logits, _ = model._decoding_step(ids, state["rows"]["cache"], 0, fixed[0], state["rows"]["cache_rows"], 3, zero_kernel)
+    np.testing.assert_allclose(to_numpy(logits)[:, 0], np.broadcast_to(to_numpy(model.head.bias), (9, 8)), atol=1e-6)
+    decoded = [to_numpy(x) for x in decoding.decode(model, inputs, 0, 12, **settings)]
+    monkeypatch.setattr(type(model), "_decoding_weights", lambda self: None)
+    assert "weights" not in decoding.search_start(model, inputs, 0, 12, **settings)
+    transposing = [to_numpy(x) for x in decoding.decode(model, inputs, 0, 12, **settings)]
+    np.testing.assert_array_equal(decoded[0], transposing[0])
+    np.testing.assert_allclose(decoded[1], transposing[1], atol=1e-5)
 
 
 def test_cache_windows_double_from_16_and_end_at_max_length():

@@ -291,9 +291,16 @@ class TiedLogits(keras.layers.Layer):
     def build(self, input_shape):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
-    def call(self, h):
-        kernel = ops.transpose(ops.cast(self._table().embeddings, "float32"))  # (D, V)
+    def call(self, h, kernel=None):
+        """`h @ kernel + b`, `kernel` being `transposed_table()` unless given (a decoding loop passes it in)."""
+        kernel = self.transposed_table() if kernel is None else kernel
         return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
+
+    def transposed_table(self):
+        """`E^T` `(D, V)`, float32. Made once before a decoding loop and passed to each step's `call`, it is an
+        array laid out for the product: XLA otherwise folds the transpose into every step's product, which on a
+        CPU then runs about twice as long at a few rows."""
+        return ops.transpose(ops.cast(self._table().embeddings, "float32"))
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.vocabulary_size)

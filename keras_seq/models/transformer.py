@@ -83,10 +83,11 @@ def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
     return tuple(ops.zeros(shape, dtype) for _ in range(num_layers))
 
 
-def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, cross_caches=None,
-                         **encoder_inputs):
-    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`cross_caches`: each
-    block's precomputed cross-attention keys and values; `encoder_inputs`: the blocks' encoder arguments)."""
+def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, weights=None,
+                         cross_caches=None, **encoder_inputs):
+    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`weights`: the head's
+    `_step_weights`; `cross_caches`: each block's precomputed cross-attention keys and values; `encoder_inputs`:
+    the blocks' encoder arguments)."""
     h = call_in_step(embedding, ids, start_index=index)
     layer_caches = []
     for block, layer_cache, cross_cache in zip(blocks, cache, cross_caches or (None,) * len(blocks)):
@@ -95,7 +96,13 @@ def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index,
         layer_caches.append(layer_cache)
     if final_norm is not None:
         h = call_in_step(final_norm, h)
-    return call_in_step(head, h), tuple(layer_caches)
+    return call_in_step(head, h, **(weights or {})), tuple(layer_caches)
+
+
+def _step_weights(head):
+    """A decoding's step weights (`keras_seq.decoding`): a tied head's transposed table, as `TiedLogits`'s
+    `kernel`; None for an untied head, whose kernel is laid out for the product already."""
+    return {"kernel": head.transposed_table()} if isinstance(head, TiedLogits) else None
 
 
 def _logits_head(embedding, tie_embeddings):
@@ -154,9 +161,12 @@ class TransformerLM(GenerativeModel):
         )
         return ids, prompt_length, cache, None
 
-    def _decoding_step(self, ids, cache, index, context, cache_rows=None):
+    def _decoding_weights(self):
+        return _step_weights(self.head)
+
+    def _decoding_step(self, ids, cache, index, context, cache_rows=None, weights=None):
         return _cached_decoder_step(
-            self.token_embedding, self.blocks, self.final_norm, self.head, ids, cache, index, cache_rows
+            self.token_embedding, self.blocks, self.final_norm, self.head, ids, cache, index, cache_rows, weights
         )
 
 
@@ -282,11 +292,15 @@ class TransformerSeq2Seq(GenerativeModel):
         cross_caches = tuple(block.cross_attention.key_value_cache(encoder_outputs) for block in self.decoder_blocks)
         return ids, 1, cache, (encoder_outputs, encoder_mask, cross_caches)
 
-    def _decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1):
+    def _decoding_weights(self):
+        return _step_weights(self.head)
+
+    def _decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
         encoder_outputs, encoder_mask, cross_caches = context
         return _cached_decoder_step(
             self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index, cache_rows,
-            cross_caches, encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask, rows_per_source=copies,
+            weights, cross_caches, encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
+            rows_per_source=copies,
         )
 
 
