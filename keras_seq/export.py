@@ -92,9 +92,25 @@ def _few_shapes(ids, source_length, least_rows=1):
     width = tf.maximum(tf.reduce_max(_lengths(ids)), 0)  # an empty batch's maximum is int32's least
     ids = tf.concat([ids[:, :width], tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
     rows = _size_at_least(tf.maximum(batch, least_rows))
-    padded_width = tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
-    ids = tf.pad(ids, [[0, 0], [0, padded_width - width]])
+    ids = tf.pad(ids, [[0, 0], [0, _padded_width(width, source_length) - width]])
     return tf.gather(ids, tf.range(rows) % tf.shape(ids)[0])
+
+
+def _padded_width(width, source_length):
+    """`width` ids (an int32 scalar tensor) padded to a multiple of 16, at least 16 and at most `source_length`."""
+    import tensorflow as tf
+
+    return tf.minimum((tf.maximum(width, 1) + 15) // 16 * 16, source_length)
+
+
+def _alone(ids, source_length, least_rows):
+    """`_few_shapes` for a batch of one sentence or none (`(B, S)`, B <= 1, S its length): one row (padding for
+    none) `least_rows` times, padded to `_padded_width`, in fewer operations (a server runs them one by one)."""
+    import tensorflow as tf
+
+    width = tf.shape(ids)[1]
+    row = tf.pad(ids, [[0, 1 - tf.shape(ids)[0]], [0, _padded_width(width, source_length) - width]])
+    return tf.tile(row, [least_rows, 1])
 
 
 DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended sentences
@@ -229,7 +245,8 @@ def export_translator(
     `max_length` ids (start id included) are joined back into text. The decoding runs
     as XLA programs compiled at their first call for each shape (graph mode would run
     each step's operations one by one), dropping the ended sentences every few steps
-    (`_DroppingDecoder`); `_few_shapes` keeps the shapes few. A batch of `SPLIT_FROM`
+    (`_DroppingDecoder`); `_few_shapes` keeps the shapes few (`_alone`, with fewer
+    operations, for a lone sentence, whose latency they would add to). A batch of `SPLIT_FROM`
     sentences or more is decoded as `PARTS` parts at once, one XLA program running
     its operations one after another: parts keep more cores busy. The parts take the
     sources by length, longest first: a part's sources pad to a length near their
@@ -262,9 +279,15 @@ def export_translator(
             best = tf.concat([decode(ids[part * size : (part + 1) * size]) for part in range(PARTS)], axis=0)
             return tf.gather(best, tf.math.invert_permutation(order))
 
+        def alone(ids):
+            best, _ = decoder.whole(_alone(ids, source_length, least_rows))
+            return best[: tf.shape(ids)[0], 0]
+
         def translate(sentences):
             ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
-            best = tf.cond(tf.shape(ids)[0] >= SPLIT_FROM, lambda: in_parts(ids), lambda: decode(ids))
+            batch = tf.shape(ids)[0]
+            path = tf.cast(batch > 1, tf.int32) + tf.cast(batch >= SPLIT_FROM, tf.int32)
+            best = tf.switch_case(path, [lambda: alone(ids), lambda: decode(ids), lambda: in_parts(ids)])
             return target_vocabulary.decode(best, table=module.target_table)
 
         translate.__name__ = name

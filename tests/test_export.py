@@ -126,3 +126,13 @@ def test_few_shapes_pads_rows_to_a_size_of_the_ladder_and_width_to_a_multiple_of
     np.testing.assert_array_equal(export._few_shapes(ids[:1], 10, least_rows=2).numpy()[:, :3], ids.numpy()[[0, 0]])
     sizes = [int(export._size_at_least(tf.constant(n))) for n in (1, 2, 3, 5, 7, 9, 13, 17, 25, 33, 49, 65)]
     assert sizes == [1, 2, 3, 6, 8, 12, 16, 24, 32, 48, 64, 96]
+
+
+@pytest.mark.parametrize("least_rows", [1, 2])
+@pytest.mark.parametrize("width", [0, 3, 16, 17, 40])  # the caller cuts sources to the source length, 40
+def test_a_lone_sentence_gets_the_shape_few_shapes_gives_it(least_rows, width):
+    import tensorflow as tf
+
+    one = tf.constant(np.arange(1, width + 1).reshape(1, width), tf.int32)
+    for ids in (one, tf.zeros((0, 0), tf.int32)):  # a sentence, or none
+        np.testing.assert_array_equal(export._alone(ids, 40, least_rows).numpy(), export._few_shapes(ids, 40, least_rows).numpy())
