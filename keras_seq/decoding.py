@@ -385,7 +385,7 @@ def _full_settings(settings):
     return {**_GENERATE_DEFAULTS, **settings}
 
 
-def search_start(model, inputs, seed, max_length, first_window=False, **settings):
+def search_start(model, inputs, seed, max_length, first_window=False, weights=None, **settings):
     """The decoding state once the prompt (or the start id) is read: a dict of tensors.
 
     `"step"` is the next position; `"rows"` hold one row per hypothesis (`B * G`:
@@ -400,12 +400,13 @@ def search_start(model, inputs, seed, max_length, first_window=False, **settings
 
     The cache holds `max_length` positions, or with `first_window` the first of
     `cache_windows` (the prompt is read over that many, not all of them): the caller
-    then grows it (`resize_cache`) before stepping past them.
+    then grows it (`resize_cache`) before stepping past them. `weights`: the model's
+    `step_weights`, made here unless a caller keeps them (a SavedModel stores them).
     """
-    return _search_start(model, inputs, seed, max_length, first_window, **settings)[0]
+    return _search_start(model, inputs, seed, max_length, first_window, weights, **settings)[0]
 
 
-def _search_start(model, inputs, seed, max_length, first_window, **settings):
+def _search_start(model, inputs, seed, max_length, first_window, weights=None, **settings):
     """`search_start`'s state, and the position its `"step"` holds as a Python int (the prompt's width, or 1
     after a start id)."""
     settings = _full_settings(settings)
@@ -417,7 +418,7 @@ def _search_start(model, inputs, seed, max_length, first_window, **settings):
     cache_length = cache_windows(model, prompt_length, max_length)[0] if first_window else max_length
     if cache_length < max_length:
         cache = keras.tree.map_structure(lambda x: _fit_time_axis(x, cache_time_axes(model)["cache"], cache_length), cache)
-    weights = _step_weights(model)
+    weights = step_weights(model) if weights is None else keras.tree.map_structure(ops.convert_to_tensor, weights)
     logits, cache = _advancing(model, context, copies, weights)(ids[:, :prompt_length], cache, 0)
     rows = ops.shape(ids)[0]
     batch = rows // copies
@@ -444,8 +445,9 @@ def _shares_context(model):
     return getattr(model, "_decoding_shares_context", False)  # optional: False unless a model says so
 
 
-def _step_weights(model):
-    """`model._decoding_weights()`, or None for a model without it."""
+def step_weights(model):
+    """`model._decoding_weights()`: the weights its decoding steps read, laid out for them (see the module's
+    docstring); None for a model without them."""
     laid_out = getattr(model, "_decoding_weights", None)  # optional: None unless a model defines it
     return None if laid_out is None else laid_out()
 
@@ -595,7 +597,7 @@ def _fit_time_axis(x, axis, length):
     return ops.pad(x, padding)
 
 
-def decode(model, inputs, seed, max_length, **settings):
+def decode(model, inputs, seed, max_length, weights=None, **settings):
     """The decoding itself, as tensor operations: ids `(B, n, max_length)` and scores `(B, n)`.
 
     `generate` checks the arguments, compiles this once per setting and calls it; it
@@ -603,9 +605,10 @@ def decode(model, inputs, seed, max_length, **settings):
     (`keras_seq.export`). `seed` is an int32 scalar (a Python int on torch); `inputs`
     must hold int32 ids. `settings` are `generate`'s keyword arguments (`strategy`,
     `num_beams`, ...), its defaults for those left out; their values are not checked (an
-    unknown name raises `TypeError`). The cache grows through `cache_windows`.
+    unknown name raises `TypeError`). The cache grows through `cache_windows`. `weights`:
+    as for `search_start`.
     """
-    state, first_step = _search_start(model, inputs, seed, max_length, True, **settings)
+    state, first_step = _search_start(model, inputs, seed, max_length, True, weights, **settings)
     for window in cache_windows(model, first_step, max_length):
         state = search_steps(model, resize_cache(model, state, window), window, **settings)
     return search_result(state, **settings)

@@ -143,10 +143,11 @@ class _DroppingDecoder:
     `least_rows` (`GREEDY_LEAST_ROWS`). Each count of rows and
     cache length is compiled once, at its first use, and shared by every call of
     one decoder (the parts of a batch decoded at once compile nothing twice); a
-    lone sentence is decoded by one XLA program, start to end.
+    lone sentence is decoded by one XLA program, start to end. `weights`: the model's
+    `decoding.step_weights`, as variables kept by the SavedModel, or None.
     """
 
-    def __init__(self, model, max_length, settings, least_rows=1):
+    def __init__(self, model, max_length, settings, least_rows=1, weights=None):
         import tensorflow as tf
 
         from keras_seq import decoding
@@ -154,14 +155,14 @@ class _DroppingDecoder:
         self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
         def start(ids):
-            return decoding.search_start(model, ids, tf.constant(0), max_length, first_window=True, **settings)
+            return decoding.search_start(model, ids, tf.constant(0), max_length, True, weights, **settings)
 
         def steps(state, stop):  # the state less its context (`decoding.split_context`)
             state = decoding.search_steps(model, state, stop, **settings)
             return (decoding.split_context(state)[0], *decoding.unfinished_groups(state))
 
         def whole(ids):
-            return decoding.decode(model, ids, tf.constant(0), max_length, **settings)
+            return decoding.decode(model, ids, tf.constant(0), max_length, weights, **settings)
 
         self.start, self.steps, self.whole = (
             tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole)
@@ -254,9 +255,13 @@ def export_translator(
     """
     import tensorflow as tf
 
+    from keras_seq import decoding
     from keras_seq.data import text
 
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
+    weights = decoding.step_weights(model)
+    if weights is not None:  # stored once, not laid out again at every call
+        module.step_weights = tf.nest.map_structure(lambda x: tf.Variable(x, trainable=False), weights)
     strategies = {
         "translate": dict(strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping),
         "translate_greedy": dict(strategy="greedy"),
@@ -265,7 +270,7 @@ def export_translator(
     def signature(name, settings):
         least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
         settings = dict(end_id=text.END, start_id=text.START, **settings)
-        decoder = _DroppingDecoder(module.model, max_length, settings, least_rows)
+        decoder = _DroppingDecoder(module.model, max_length, settings, least_rows, getattr(module, "step_weights", None))
 
         def decode(ids):
             sentences = tf.shape(ids)[0]
