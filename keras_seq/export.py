@@ -168,14 +168,8 @@ class _DroppingDecoder:
             tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole)
         )
 
-    def __call__(self, ids, sentences):
-        """Decode `ids`, of which the first `sentences` rows are real (the rest repeat them)."""
-        import tensorflow as tf
-
-        return tf.cond(sentences > 1, lambda: self._dropping_ended(ids), lambda: self.whole(ids))
-
-    def _dropping_ended(self, ids):
-        """The loop over the compiled `start` and `steps`."""
+    def __call__(self, ids):
+        """Decode `ids` by the loop over the compiled `start` and `steps` (a lone sentence: `whole`)."""
         import tensorflow as tf
 
         from keras_seq import decoding
@@ -261,7 +255,7 @@ def export_translator(
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
     weights = decoding.step_weights(model)
     if weights is not None:  # stored once, not laid out again at every call
-        module.step_weights = tf.nest.map_structure(lambda x: tf.Variable(x, trainable=False), weights)
+        module.step_weights = weights = tf.nest.map_structure(lambda x: tf.Variable(x, trainable=False), weights)
     strategies = {
         "translate": dict(strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping),
         "translate_greedy": dict(strategy="greedy"),
@@ -270,12 +264,11 @@ def export_translator(
     def signature(name, settings):
         least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
         settings = dict(end_id=text.END, start_id=text.START, **settings)
-        decoder = _DroppingDecoder(module.model, max_length, settings, least_rows, getattr(module, "step_weights", None))
+        decoder = _DroppingDecoder(module.model, max_length, settings, least_rows, weights)
 
-        def decode(ids):
-            sentences = tf.shape(ids)[0]
-            best, _ = decoder(_few_shapes(ids, source_length, least_rows), sentences)
-            return best[:sentences, 0]
+        def decode(ids):  # two sentences or more
+            best, _ = decoder(_few_shapes(ids, source_length, least_rows))
+            return best[: tf.shape(ids)[0], 0]
 
         def in_parts(ids):
             order = tf.argsort(_lengths(ids), direction="DESCENDING", stable=True)
