@@ -278,12 +278,50 @@ def test_a_tied_output_layer_reads_its_table_transposed_once_per_decoding(tied, 
     ids = ops.convert_to_tensor(np.full((9, 1), START, "int32"))
     logits, _ = model._decoding_step(ids, state["rows"]["cache"], 0, fixed[0], state["rows"]["cache_rows"], 3, zero_kernel)
     np.testing.assert_allclose(to_numpy(logits)[:, 0], np.broadcast_to(to_numpy(model.head.bias), (9, 8)), atol=1e-6)
-    decoded = [to_numpy(x) for x in decoding.decode(model, inputs, 0, 12, **settings)]
+    decoded_as_when_transposing_at_every_step(model, inputs, 12, settings, monkeypatch)
+
+
+def decoded_as_when_transposing_at_every_step(model, inputs, max_length, settings, monkeypatch):
+    """`decode`'s ids (checked equal, scores close, to those of the model without step weights), as NumPy."""
+    decoded = [to_numpy(x) for x in decoding.decode(model, inputs, 0, max_length, **settings)]
     monkeypatch.setattr(type(model), "_decoding_weights", lambda self: None)
-    assert "weights" not in decoding.search_start(model, inputs, 0, 12, **settings)
-    transposing = [to_numpy(x) for x in decoding.decode(model, inputs, 0, 12, **settings)]
+    assert "weights" not in decoding.search_start(model, inputs, 0, max_length, **settings)
+    transposing = [to_numpy(x) for x in decoding.decode(model, inputs, 0, max_length, **settings)]
     np.testing.assert_array_equal(decoded[0], transposing[0])
     np.testing.assert_allclose(decoded[1], transposing[1], atol=1e-5)
+    return decoded[0]
+
+
+@pytest.mark.parametrize("attention, input_feeding", [("bahdanau", False), ("luong", True), (None, False)])
+def test_a_tied_rnn_seq2seq_reads_its_table_transposed_once_per_decoding(attention, input_feeding, monkeypatch):
+    """The attentional GRU's tied head (the translate recipe's default model) takes the state's `E^T` as its kernel
+    too: a zero kernel gives the bias, and the decoding equals one whose head transposes `E` at every step."""
+    keras.utils.set_random_seed(6)
+    model = ks.models.rnn_seq2seq(9, 9, embedding_dim=8, units=8, cell="gru", attention=attention,
+                                  input_feeding=input_feeding, tie_embeddings=True, share_embeddings=True)
+    model({"encoder_inputs": np.ones((1, 5), "int32"), "decoder_inputs": np.ones((1, 10), "int32")})
+    rng = np.random.default_rng(4)  # the same weights on every backend, the end id held back
+    model.set_weights([rng.normal(0.0, 0.5, np.shape(w)) for w in model.get_weights()])
+    model.head.bias.assign(rng.normal(0.0, 0.3, 9) - 2.0 * (np.arange(9) == END))
+    inputs = ops.convert_to_tensor(np.random.default_rng(3).integers(1, 9, size=(3, 5)).astype("int32"))
+    settings = dict(strategy="beam", num_beams=2, end_id=END, length_penalty=0.6, start_id=START)
+    state = decoding.search_start(model, inputs, 0, 10, **settings)
+    np.testing.assert_array_equal(to_numpy(state["weights"]["kernel"]), to_numpy(model.source_embedding.embeddings).T)
+    context = decoding.split_context(state)[1][0]
+    ids = ops.convert_to_tensor(np.full((6, 1), START, "int32"))
+    zero_kernel = {"kernel": ops.zeros_like(state["weights"]["kernel"])}
+    logits, _ = model._decoding_step(ids, state["rows"]["cache"], 0, context, weights=zero_kernel)
+    np.testing.assert_allclose(to_numpy(logits)[:, 0], np.broadcast_to(to_numpy(model.head.bias), (6, 9)), atol=1e-6)
+    ids = decoded_as_when_transposing_at_every_step(model, inputs, 10, settings, monkeypatch)
+    if attention:  # the sources decode differently (without attention these weights forget them)
+        assert len({tuple(row) for row in ids[:, 0]}) > 1
+
+
+def test_an_untied_or_headless_model_has_no_step_weights():
+    untied = ks.models.rnn_seq2seq(9, 9, embedding_dim=8, units=8, cell="gru")
+    assert decoding.step_weights(untied) is None
+    assert decoding.step_weights(ks.models.rnn_lm(9, embedding_dim=8, units=8)) is None
+    assert decoding.step_weights(markov_chain_ending_at_different_steps()) is None  # no `_decoding_weights` at all
 
 
 def test_cache_windows_double_from_16_and_end_at_max_length():

@@ -62,22 +62,29 @@ def test_translate_is_generates_beam_search_and_translate_greedy_its_greedy(tran
     assert any(beam)
 
 
-def test_a_tied_translator_stores_its_step_weights_once_and_decodes_as_generate(tmp_path):
-    """A three-way tied Transformer (the translate recipe's) keeps its output layer's `E^T`, laid out for the steps,
-    as a variable of the SavedModel, which every call reads: its translations are `generate`'s, alone or together."""
+@pytest.mark.parametrize("kind", ["transformer", "rnn-attention"])
+def test_a_tied_translator_stores_its_step_weights_once_and_decodes_as_generate(tmp_path, kind):
+    """A three-way tied Transformer or attentional GRU (the translate recipe's models) keeps its output layer's
+    `E^T`, laid out for the steps, as a variable of the SavedModel, which every call reads: its translations are
+    `generate`'s, alone or together."""
     import tensorflow as tf
 
     keras.utils.set_random_seed(3)
     vocabulary = text.Vocabulary([f"w{i}" for i in range(1, 20)])
-    model = ks.models.transformer_seq2seq(
-        len(vocabulary), len(vocabulary), SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2,
-        intermediate_dim=64, dropout=0.0, tie_embeddings=True, share_embeddings=True,
-    )
+    tied = dict(tie_embeddings=True, share_embeddings=True)
+    if kind == "transformer":
+        model = ks.models.transformer_seq2seq(
+            len(vocabulary), len(vocabulary), SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2,
+            intermediate_dim=64, dropout=0.0, **tied,
+        )
+        table = model.target_embedding.token_embedding.embeddings
+    else:
+        model = ks.models.rnn_seq2seq(len(vocabulary), len(vocabulary), embedding_dim=32, units=32, **tied)
+        table = model.target_embedding.embeddings
     export.export_translator(model, vocabulary, vocabulary, str(tmp_path), SOURCE_LENGTH, MAX_LENGTH, num_beams=3,
                              length_penalty=0.6)
     exported = tf.saved_model.load(str(tmp_path))
-    table = keras.ops.convert_to_numpy(model.target_embedding.token_embedding.embeddings)
-    np.testing.assert_array_equal(exported.step_weights["kernel"].numpy(), table.T)
+    np.testing.assert_array_equal(exported.step_weights["kernel"].numpy(), keras.ops.convert_to_numpy(table).T)
     beam = generated(model, vocabulary, SENTENCES, strategy="beam", num_beams=3, length_penalty=0.6)
     for function, expected in ((exported.translate, beam), (exported.translate_greedy, generated(model, vocabulary, SENTENCES))):
         assert served(function, SENTENCES) == expected

@@ -18,9 +18,9 @@ from keras_seq.layers.masking import masked_softmax
 LUONG_SCORES = ("dot", "general", "concat")
 
 
-def _additive_scores(query, keys, query_kernel, key_kernel, attention_v, bias=None):
-    """`v^T tanh(W q + U k [+ b])` for every query/key pair: `(B, Tq, Tk)`."""
-    hidden = ops.expand_dims(ops.matmul(query, query_kernel), 2) + ops.expand_dims(ops.matmul(keys, key_kernel), 1)
+def _additive_scores(query, projected_keys, query_kernel, attention_v, bias=None):
+    """`v^T tanh(W q + U k [+ b])` for every query/key pair, `U k` given: `(B, Tq, Tk)`."""
+    hidden = ops.expand_dims(ops.matmul(query, query_kernel), 2) + ops.expand_dims(projected_keys, 1)
     if bias is not None:
         hidden = hidden + bias
     return ops.matmul(ops.tanh(hidden), attention_v)
@@ -29,7 +29,8 @@ def _additive_scores(query, keys, query_kernel, key_kernel, attention_v, bias=No
 class _AlignmentAttention(keras.layers.Layer):
     """Shared call: shape checks, masking, softmax (Bahdanau et al.'s eq. 6) and context (eq. 5).
 
-    Subclasses define `_scores(query (B,Tq,Dq), keys (B,Tk,Dk)) -> (B,Tq,Tk)`.
+    Subclasses define `_scores(query (B,Tq,Dq), projected_keys) -> (B,Tq,Tk)` and, where their scores project the
+    keys (`U_a h_j`), `project_keys`.
     """
 
     def __init__(self, **kwargs):
@@ -54,16 +55,29 @@ class _AlignmentAttention(keras.layers.Layer):
     def build(self, query_shape, keys_shape, values_shape=None):
         self._query_dim, self._keys_dim = query_shape[-1], keys_shape[-1]
 
-    def call(self, query, keys, values=None, mask=None, return_attention_scores=False):
+    def project_keys(self, keys):
+        """What the scores read of `keys` `(B, Tk, Dk)` alone (the keys themselves unless a subclass projects them).
+
+        A decoder that attends over the same keys at every step computes this once and
+        passes it to each call as `projected_keys`, instead of projecting every key again
+        for every query.
+        """
+        return ops.cast(keys, self.compute_dtype)
+
+    def call(self, query, keys, values=None, mask=None, return_attention_scores=False, projected_keys=None):
         values = keys if values is None else values
         if mask is None:  # e.g. keys from an RNN over an Embedding(mask_zero=True)
             mask = _backend.get_keras_mask(keys)
         self._check_inputs(query, keys, values, mask)
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        else:
+            v.check_shape(v.owner_name(self), "projected_keys", projected_keys, (*v.shape_of(keys)[:2], None))
         single_step = len(query.shape) == 2
         query = ops.cast(query, self.compute_dtype)
         if single_step:
             query = ops.expand_dims(query, 1)
-        scores = self._scores(query, ops.cast(keys, self.compute_dtype))
+        scores = self._scores(query, ops.cast(projected_keys, self.compute_dtype))
         if mask is not None:
             mask = ops.expand_dims(ops.cast(mask, "bool"), 1)
         weights = ops.cast(masked_softmax(scores, mask), self.compute_dtype)
@@ -96,6 +110,8 @@ class BahdanauAttention(_AlignmentAttention):
         mask: `(B, Tk)` boolean, True at real keys; defaults to the keys' Keras
             mask. A query with no unmasked key gets zero weights and context.
         return_attention_scores: also return the weights alpha.
+        projected_keys: `project_keys(keys)` `(B, Tk, units)`, the keys' term `U_a h_j`,
+            when a decoder computed it once for all its steps; computed here if None.
 
     Returns:
         The context `(B, Dv)` or `(B, Tq, Dv)`, and with `return_attention_scores`
@@ -122,11 +138,15 @@ class BahdanauAttention(_AlignmentAttention):
             )
             self.attention_b = self.add_weight(name="attention_b", shape=(self.units,), initializer="zeros")
 
-    def _scores(self, query, keys):
+    def project_keys(self, keys):
+        """`U_a h_j` `(B, Tk, units)`: the keys' term of the scores (see `_AlignmentAttention.project_keys`)."""
+        return ops.matmul(ops.cast(keys, self.compute_dtype), ops.cast(self.key_kernel, self.compute_dtype))
+
+    def _scores(self, query, projected_keys):
         if not self.normalize:
-            return _additive_scores(query, keys, self.query_kernel, self.key_kernel, self.attention_v)
+            return _additive_scores(query, projected_keys, self.query_kernel, self.attention_v)
         attention_v = self.attention_g * self.attention_v / ops.sqrt(ops.sum(ops.square(self.attention_v)))
-        return _additive_scores(query, keys, self.query_kernel, self.key_kernel, attention_v, self.attention_b)
+        return _additive_scores(query, projected_keys, self.query_kernel, attention_v, self.attention_b)
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "normalize": self.normalize}
@@ -180,10 +200,17 @@ class LuongAttention(_AlignmentAttention):
         if self.scale:
             self.score_scale = self.add_weight(name="score_scale", shape=(), initializer="ones")
 
+    def project_keys(self, keys):
+        """The `concat` score's `W_k k` `(B, Tk, units)`; the keys themselves for `dot` and `general` (whose
+        `general` product projects the query instead: `(q^T W_a) k`)."""
+        if self.score != "concat":
+            return super().project_keys(keys)
+        return ops.matmul(ops.cast(keys, self.compute_dtype), ops.cast(self.key_kernel, self.compute_dtype))
+
     def _scores(self, query, keys):
         if self.score == "concat":
-            # W_a [q; k] = W_q q + W_k k, computed without materialising [q; k].
-            scores = _additive_scores(query, keys, self.query_kernel, self.key_kernel, self.attention_v)
+            # W_a [q; k] = W_q q + W_k k, computed without materialising [q; k]; `keys` holds W_k k.
+            scores = _additive_scores(query, keys, self.query_kernel, self.attention_v)
         else:
             if self.score == "general":
                 query = ops.matmul(query, self.score_kernel)

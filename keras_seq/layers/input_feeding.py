@@ -51,9 +51,11 @@ class InputFeedingDecoder(keras.layers.Layer):
         self.attention.build((batch, self.units), annotations_shape)
         self.cell.build((batch, embedding_dim + annotation_dim))
 
-    def step(self, y_previous, states, annotations, source_mask):
-        """One position: `(s_i, [states], c_i, alpha_i)` from `y_{i-1} (B, E)` and `states` (`s_{i-1}`)."""
-        context, weights = self.attention(states[0], annotations, mask=source_mask, return_attention_scores=True)
+    def step(self, y_previous, states, annotations, source_mask, projected_keys=None):
+        """One position: `(s_i, [states], c_i, alpha_i)` from `y_{i-1} (B, E)` and `states` (`s_{i-1}`);
+        `projected_keys`: the attention's `project_keys(annotations)`, made once for every step (or None)."""
+        context, weights = self.attention(states[0], annotations, mask=source_mask, return_attention_scores=True,
+                                          projected_keys=projected_keys)
         output, states = self.cell(ops.concatenate([y_previous, context], axis=-1), states)
         return output, list(states), context, weights
 
@@ -62,9 +64,12 @@ class InputFeedingDecoder(keras.layers.Layer):
             source_mask = _backend.get_keras_mask(annotations)
 
         count = len(initial_state)
+        projected_keys = self.attention.project_keys(annotations)  # once, not at every step
 
         def body(carry, y_previous):
-            output, states, context, weights = self.step(y_previous, list(carry[:count]), annotations, source_mask)
+            output, states, context, weights = self.step(
+                y_previous, list(carry[:count]), annotations, source_mask, projected_keys
+            )
             packed = ops.concatenate([output, ops.cast(context, output.dtype), ops.cast(weights, output.dtype)], axis=-1)
             # Keras' TensorFlow `scan` needs the per-step outputs shaped like the carry: emit the carry.
             carry = (*states, packed)

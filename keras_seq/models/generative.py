@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_seq import decoding
+from keras_seq.layers.embedding import TiedLogits
 from keras_seq.models.config import ConfigFromArguments
 from keras_seq.models.keras_workarounds import MaskedLogitsModel
 
@@ -19,7 +20,8 @@ class GenerativeModel(ConfigFromArguments, MaskedLogitsModel):
     `_decoding_cache_time_axis`, the axis of every cache tensor that holds its positions, where
     there is one (`decoding.resize_cache`);
     `_inputs_are_prompts = False` for seq2seq models, and `_length_limits` where
-    positions are bounded.
+    positions are bounded. A model whose logits layer is `self.head` gets its step weights
+    (`_decoding_weights`); its `_decoding_step` takes `weights=` when that head is tied.
     """
 
     def __init__(self, *args, **kwargs):
@@ -28,6 +30,12 @@ class GenerativeModel(ConfigFromArguments, MaskedLogitsModel):
 
     # `model.generate(inputs, max_length, ...)`: the one decoding entry point, documented there.
     generate = decoding.generate
+
+    def _decoding_weights(self):
+        """`keras_seq.decoding`'s step weights: a tied head's transposed table, as `TiedLogits`'s `kernel`; None
+        for any other head, whose kernel is laid out for the product already."""
+        head = getattr(self, "head", None)  # every keras_seq model names its logits layer `head`
+        return {"kernel": head.transposed_table()} if isinstance(head, TiedLogits) else None
 
     @property
     def input_vocabulary_size(self):

@@ -362,17 +362,19 @@ class RNNSeq2Seq(GenerativeModel):
         return [bridge(ops.concatenate([f, b], axis=-1)) for bridge, f, b in zip(bridges, final_states[:half], final_states[half:])]
 
     @staticmethod
-    def _readout(attention_layer, combine, head, states, annotations, mask):
-        """Logits from decoder states, through attention when there is one (weights or None)."""
+    def _readout(attention_layer, combine, head, states, annotations, mask, head_weights=None, projected_keys=None):
+        """Logits from decoder states, through attention when there is one (weights or None). A decoding passes
+        its step weights (`_decoding_weights`) and the attention's `project_keys(annotations)`, made once."""
         if attention_layer is None:
-            return head(states), None
-        context, weights = attention_layer(states, annotations, mask=mask, return_attention_scores=True)
-        return RNNSeq2Seq._attentional_logits(combine, head, context, states), weights
+            return head(states, **(head_weights or {})), None
+        context, weights = attention_layer(states, annotations, mask=mask, return_attention_scores=True,
+                                           projected_keys=projected_keys)
+        return RNNSeq2Seq._attentional_logits(combine, head, context, states, head_weights), weights
 
     @staticmethod
-    def _attentional_logits(combine, head, context, states):
+    def _attentional_logits(combine, head, context, states, head_weights=None):
         """Logits of the attentional vector `W_c [c; s]` (Luong et al., 2015, eq. 5, without its tanh)."""
-        return head(combine(ops.concatenate([context, states], axis=-1)))
+        return head(combine(ops.concatenate([context, states], axis=-1)), **(head_weights or {}))
 
     @property
     def decoding_vocabulary_size(self):
@@ -389,27 +391,30 @@ class RNNSeq2Seq(GenerativeModel):
         return self._weights_model(inputs)
 
     def _decoding_start(self, encoder_ids, max_length, start_id, copies):
-        """Encodes each source once, then repeats its annotations and first states for its `copies` rows (beams)."""
+        """Encodes each source once, and projects its annotations for the attention's scores once (`U_a h_j`),
+        then repeats them and its first states for its `copies` rows (beams)."""
         mask = ops.not_equal(encoder_ids, 0)
         annotations, *final_states = self.encoder(self.source_embedding(encoder_ids), mask=mask)
         cache = ops.stack(self._bridge(self.bridges, final_states), axis=1)
         ids, _ = self._id_buffer(ops.full((ops.shape(encoder_ids)[0] * copies, 1), start_id, "int32"), max_length)
-        cache, annotations, mask = self._repeated((cache, annotations, mask), copies)
-        return ids, 1, cache, (annotations, mask)
+        keys = () if self.attention_layer is None else (self.attention_layer.project_keys(annotations),)
+        cache, annotations, mask, keys = self._repeated((cache, annotations, mask, keys), copies)
+        return ids, 1, cache, (annotations, mask, *keys)
 
-    def _decoding_step(self, ids, cache, index, context):
-        annotations, mask = context
+    def _decoding_step(self, ids, cache, index, context, weights=None):
+        annotations, mask, *projected = context
+        keys = projected[0] if projected else None  # the attention's projected keys, when it has an attention
         states = list(ops.unstack(cache, axis=1))
         if self._config["input_feeding"]:
 
             def feed(y_previous, states):
-                output, states, step_context, _ = self.decoder.step(y_previous, states, annotations, mask)
-                return self._attentional_logits(self.combine, self.head, step_context, output), states
+                output, states, step_context, _ = self.decoder.step(y_previous, states, annotations, mask, keys)
+                return self._attentional_logits(self.combine, self.head, step_context, output, weights), states
 
             logits, states = _step_loop(feed, self.target_embedding(ids), states)
             return logits, ops.stack(states, axis=1)
         states, new_states = _step_loop(self.decoder.cell, self.target_embedding(ids), states)
-        logits, _ = self._readout(self.attention_layer, self.combine, self.head, states, annotations, mask)
+        logits, _ = self._readout(self.attention_layer, self.combine, self.head, states, annotations, mask, weights, keys)
         return logits, ops.stack(new_states, axis=1)
 
 

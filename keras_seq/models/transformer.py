@@ -85,8 +85,8 @@ def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
 
 def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, weights=None,
                          cross_caches=None, **encoder_inputs):
-    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`weights`: the head's
-    `_step_weights`; `cross_caches`: each block's precomputed cross-attention keys and values; `encoder_inputs`:
+    """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`weights`: the model's
+    `_decoding_weights`; `cross_caches`: each block's precomputed cross-attention keys and values; `encoder_inputs`:
     the blocks' encoder arguments)."""
     h = call_in_step(embedding, ids, start_index=index)
     layer_caches = []
@@ -97,12 +97,6 @@ def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index,
     if final_norm is not None:
         h = call_in_step(final_norm, h)
     return call_in_step(head, h, **(weights or {})), tuple(layer_caches)
-
-
-def _step_weights(head):
-    """A decoding's step weights (`keras_seq.decoding`): a tied head's transposed table, as `TiedLogits`'s
-    `kernel`; None for an untied head, whose kernel is laid out for the product already."""
-    return {"kernel": head.transposed_table()} if isinstance(head, TiedLogits) else None
 
 
 def _logits_head(embedding, tie_embeddings):
@@ -160,9 +154,6 @@ class TransformerLM(GenerativeModel):
             self.token_embedding.compute_dtype,
         )
         return ids, prompt_length, cache, None
-
-    def _decoding_weights(self):
-        return _step_weights(self.head)
 
     def _decoding_step(self, ids, cache, index, context, cache_rows=None, weights=None):
         return _cached_decoder_step(
@@ -291,9 +282,6 @@ class TransformerSeq2Seq(GenerativeModel):
         encoder_outputs, encoder_mask = self.encode(encoder_ids)
         cross_caches = tuple(block.cross_attention.key_value_cache(encoder_outputs) for block in self.decoder_blocks)
         return ids, 1, cache, (encoder_outputs, encoder_mask, cross_caches)
-
-    def _decoding_weights(self):
-        return _step_weights(self.head)
 
     def _decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
         encoder_outputs, encoder_mask, cross_caches = context

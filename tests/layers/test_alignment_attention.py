@@ -134,6 +134,28 @@ def test_attention_learns_to_look_up_a_key(rng, attention):
     fit_reduces_loss(model, [query, keys, values], values[np.arange(n), target], "mse", epochs=60, factor=0.3, learning_rate=3e-2)
 
 
+@pytest.mark.parametrize("make", [
+    lambda: ks.layers.BahdanauAttention(8), lambda: ks.layers.BahdanauAttention(8, normalize=True),
+    lambda: ks.layers.LuongAttention("concat", units=8), lambda: ks.layers.LuongAttention("general"),
+])
+def test_keys_projected_once_serve_every_query(batch, make):
+    """`project_keys` is the keys' term of the scores (`U_a h_j`, NumPy; the keys themselves for `general`), and a
+    step-by-step caller that passes it as `projected_keys` gets the context and weights of a plain call."""
+    query, keys, values, mask = batch
+    layer = make()
+    context, weights = layer(query, keys, values, mask=mask, return_attention_scores=True)
+    projected = layer.project_keys(keys)
+    expected = keys @ to_numpy(layer.key_kernel) if hasattr(layer, "key_kernel") else keys
+    assert_close(projected, expected, atol=1e-5)
+    for step in range(query.shape[1]):
+        step_context, step_weights = layer(query[:, step], keys, values, mask=mask, return_attention_scores=True,
+                                           projected_keys=projected)
+        assert_close(step_context, to_numpy(context)[:, step], atol=1e-5)
+        assert_close(step_weights, to_numpy(weights)[:, step], atol=1e-5)
+    with pytest.raises(ValueError, match=r"projected_keys.*shape \(3, 6, None\).*got shape \(3, 5, 8\)"):
+        layer(query, keys, values, mask=mask, projected_keys=np.zeros((3, 5, 8), "float32"))
+
+
 def dot_model(query_dim, keys_dim):
     """A functional model whose `dot` score cannot compare its query and keys."""
     query, keys = keras.Input((4, query_dim)), keras.Input((6, keys_dim))
