@@ -29,8 +29,8 @@ def _additive_scores(query, projected_keys, query_kernel, attention_v, bias=None
 class _AlignmentAttention(keras.layers.Layer):
     """Shared call: shape checks, masking, softmax (Bahdanau et al.'s eq. 6) and context (eq. 5).
 
-    Subclasses define `_scores(query (B,Tq,Dq), projected_keys) -> (B,Tq,Tk)` and, where their scores project the
-    keys (`U_a h_j`), `project_keys`.
+    Subclasses define `_scores(query (B,Tq,Dq), projected_keys) -> (B,Tq,Tk)`, `projected_keys` being
+    `project_keys(keys)`.
     """
 
     def __init__(self, **kwargs):
@@ -56,13 +56,17 @@ class _AlignmentAttention(keras.layers.Layer):
         self._query_dim, self._keys_dim = query_shape[-1], keys_shape[-1]
 
     def project_keys(self, keys):
-        """What the scores read of `keys` `(B, Tk, Dk)` alone (the keys themselves unless a subclass projects them).
+        """What the scores read of `keys` `(B, Tk, Dk)` alone: `U_a h_j` `(B, Tk, units)` for additive scores
+        (Bahdanau's, Luong's `concat`: the layers with a `key_kernel`), the keys themselves for the others
+        (Luong's `general` projects the query instead, `(q^T W_a) k`).
 
         A decoder that attends over the same keys at every step computes this once and
         passes it to each call as `projected_keys`, instead of projecting every key again
         for every query.
         """
-        return ops.cast(keys, self.compute_dtype)
+        keys = ops.cast(keys, self.compute_dtype)
+        key_kernel = getattr(self, "key_kernel", None)  # built by the additive scores only
+        return keys if key_kernel is None else ops.matmul(keys, ops.cast(key_kernel, self.compute_dtype))
 
     def call(self, query, keys, values=None, mask=None, return_attention_scores=False, projected_keys=None):
         values = keys if values is None else values
@@ -138,10 +142,6 @@ class BahdanauAttention(_AlignmentAttention):
             )
             self.attention_b = self.add_weight(name="attention_b", shape=(self.units,), initializer="zeros")
 
-    def project_keys(self, keys):
-        """`U_a h_j` `(B, Tk, units)`: the keys' term of the scores (see `_AlignmentAttention.project_keys`)."""
-        return ops.matmul(ops.cast(keys, self.compute_dtype), ops.cast(self.key_kernel, self.compute_dtype))
-
     def _scores(self, query, projected_keys):
         if not self.normalize:
             return _additive_scores(query, projected_keys, self.query_kernel, self.attention_v)
@@ -199,13 +199,6 @@ class LuongAttention(_AlignmentAttention):
             self.attention_v = self.add_weight(name="attention_v", shape=(units,))
         if self.scale:
             self.score_scale = self.add_weight(name="score_scale", shape=(), initializer="ones")
-
-    def project_keys(self, keys):
-        """The `concat` score's `W_k k` `(B, Tk, units)`; the keys themselves for `dot` and `general` (whose
-        `general` product projects the query instead: `(q^T W_a) k`)."""
-        if self.score != "concat":
-            return super().project_keys(keys)
-        return ops.matmul(ops.cast(keys, self.compute_dtype), ops.cast(self.key_kernel, self.compute_dtype))
 
     def _scores(self, query, keys):
         if self.score == "concat":
