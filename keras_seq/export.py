@@ -266,6 +266,8 @@ def export_translator(
         settings = dict(end_id=text.END, start_id=text.START, **settings)
         decoder = _DroppingDecoder(module.model, max_length, settings, least_rows, weights)
 
+        # Traced once, called by the batch's path and by each part: the loop's graph is built once, not five times.
+        @tf.function(autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         def decode(ids):  # two sentences or more
             best, _ = decoder(_few_shapes(ids, source_length, least_rows))
             return best[: tf.shape(ids)[0], 0]

@@ -8,11 +8,14 @@ import keras_seq as ks
 from keras_seq import export
 from keras_seq.data import text
 
-pytestmark = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason="export_translator writes a TensorFlow SavedModel; other backends export through export_run's "
-    "TensorFlow process (tests/recipes/test_recipe_export.py)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        keras.backend.backend() != "tensorflow",
+        reason="export_translator writes a TensorFlow SavedModel; other backends export through export_run's "
+        "TensorFlow process (tests/recipes/test_recipe_export.py)",
+    ),
+    pytest.mark.xdist_group("export"),  # one xdist worker: each `translator` fixture is exported once
+]
 # Sources are padded to 16 ids, short of the models' 20: the padding width must not matter.
 SOURCE_LENGTH, MAX_LENGTH = 20, 10
 SENTENCES = ["w1 w2 w3", "w4", " ".join(f"w{i % 19 + 1}" for i in range(25)), "w2 w2 w15", "w16 w17 w3 w9 w1"]

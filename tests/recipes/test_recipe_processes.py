@@ -8,16 +8,19 @@ import sys
 import time
 
 import pytest
-from recipe_runs import BACKEND, REPO, read_tsv, recipe_main, short_pairs, translate_argv
+from recipe_runs import BACKEND, REPO, recipe_main, short_pairs, translate_argv
 
 from recipes import devices
 
 TRAIN, VALID, BATCH = 240, 60, 6
 several_processes = pytest.mark.skipif(BACKEND == "torch", reason="several processes train on JAX and TensorFlow (the last tests)")
-# JAX computes a global batch's loss at once; tf.distribute (Keras' own scaling) averages each replica's mean
-# over its target tokens, and the parts of a batch hold different numbers of them: the losses of two or four
-# TensorFlow workers differ from one process's by up to a few 1e-3 (1.5e-3 seen), as on several local GPUs.
-LOSS_TOLERANCE = 1e-4 if BACKEND == "jax" else 1e-2
+# JAX computes a global batch's loss at once, but each process's products over its share of the rows sum in
+# another order on some CPUs, and Adam magnifies the last bits of near-zero gradients: two processes' losses
+# differed from one's by 4.4e-4 after two epochs on an Intel Xeon (none on an AMD EPYC), and some greedy tokens
+# of this tiny model with them. tf.distribute (Keras' own scaling) averages each replica's mean over its target
+# tokens, and the parts of a batch hold different numbers of them: the losses of two or four TensorFlow workers
+# differ from one process's by up to a few 1e-3 (1.5e-3 seen), as on several local GPUs.
+LOSS_TOLERANCE = 1e-3 if BACKEND == "jax" else 1e-2
 # One xdist worker makes the single-process run the others are compared with.
 pytestmark = pytest.mark.xdist_group("processes")
 
@@ -76,10 +79,6 @@ def test_two_processes_train_as_one(pairs_dir, one_process, tmp_path):
     assert "process 1 of 2 done; process 0 writes the outputs" in outputs[1][0]
     for name in ("loss", "val_loss"):
         assert history(output_dir)[name] == pytest.approx(history(one_process)[name], rel=LOSS_TOLERANCE)
-    if BACKEND == "jax":  # TensorFlow's weights differ in the 4th digit: some greedy tokens of this tiny model differ
-        assert history(output_dir)["val_bleu"] == pytest.approx(history(one_process)["val_bleu"], rel=LOSS_TOLERANCE)
-        ours, theirs = (read_tsv(d / "predictions.tsv")[1] for d in (output_dir, one_process))
-        assert ours == theirs
     assert sorted(os.listdir(tmp_path)) == ["out"]  # process 1 wrote nothing beside process 0's folder
 
 

@@ -29,6 +29,8 @@ from recipes import checkpoints
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = RNN_TRAIN // TRANSLATE_BATCH  # ceil(examples / batch): batches per epoch of the rnn-attention runs
 TIMING = ("train_seconds", "export_seconds", "translate_seconds", "total_seconds")
+# One xdist worker runs this module: its tests share the module's recipe runs (interrupted, uninterrupted, ...).
+pytestmark = pytest.mark.xdist_group("recipe_training")
 
 
 def weights(path):
