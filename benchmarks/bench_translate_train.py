@@ -58,6 +58,11 @@ skips a repeated source within a batch; the learning-rate schedules differ (the 
 and linear decay, Eole's noam peaking at the same 2e-3): neither costs time. TensorFlow runs the
 recipe's `compile` default, which is not XLA for this model.
 
+Memory: each keras_seq process keeps the memory a step frees for the next step
+(`ks.training.keep_freed_memory`, as every recipe's process does); Eole runs with glibc's defaults,
+as its users run it. `MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824` in this script's
+environment gives Eole the same setting.
+
 Threads: 2 on every side (`--threads`): OMP_NUM_THREADS for every process, TensorFlow's intra- and
 inter-op pools (also tf.data's runtime on JAX and torch), `torch.set_num_threads`, and Eole's torch
 through OMP_NUM_THREADS; XLA on JAX sizes its CPU pool by the cores it may use (run under
@@ -294,6 +299,8 @@ def backend_run(directory, args):
     from keras_seq.data import pipeline
     from keras_seq.data.subword import SubwordVocabulary
     from recipes import devices, translate
+
+    ks.training.keep_freed_memory()  # as every recipe's process does (recipes.common)
 
     recipe = recipe_args(args.batch_size)
     keras.utils.set_random_seed(recipe.seed)

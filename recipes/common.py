@@ -11,6 +11,7 @@ import keras
 import numpy as np
 
 from keras_seq import _atomic as atomic
+from keras_seq import training
 from recipes import checkpoints, devices
 from recipes.devices import UsageError
 
@@ -157,6 +158,7 @@ def main(name, run, parse, argv=None):
 def _checked_run(name, run, args):
     try:
         check_arguments(args)
+        training.keep_freed_memory()  # before any step allocates: see there
         devices.join_processes(args)  # first: TensorFlow's strategy must come before its other ops
         keras.utils.set_random_seed(args.seed)
         check_writable(args.output_dir)
