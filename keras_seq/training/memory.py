@@ -3,12 +3,11 @@
 glibc's `malloc` serves a request above its mmap threshold (at most 32 MiB) with a fresh mapping that
 `free` unmaps, and gives the free top of its heap back to the system past its trim threshold. A
 training step allocates and frees the same large buffers every step (the logits and their gradients,
-XLA's buffer of a step's temporaries on JAX), so each step paid the kernel's page faults and zeroing
-for them again, growing with the batch's length. See `mallopt(3)`: `M_MMAP_MAX`, `M_TRIM_THRESHOLD`.
+XLA's buffer of a step's temporaries on JAX); with glibc's defaults each step pays the kernel's page
+faults and zeroing for them again, more the longer the batch. See `mallopt(3)`: `M_MMAP_MAX`, `M_TRIM_THRESHOLD`.
 """
 
 import ctypes
-import ctypes.util
 
 # mallopt(3)'s parameter numbers (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
@@ -27,8 +26,8 @@ def keep_freed_memory():
     allocator is left as it is.
     """
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the C library this process runs on
         libc.gnu_get_libc_version  # only glibc has it: another C library's mallopt means something else
-    except (OSError, AttributeError):
+    except (OSError, TypeError, AttributeError):  # Windows has no process-wide C library handle
         return False
     return all(libc.mallopt(parameter, value) == 1 for parameter, value in ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, TRIM_THRESHOLD)))
