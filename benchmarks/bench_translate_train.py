@@ -59,8 +59,8 @@ and linear decay, Eole's noam peaking at the same 2e-3): neither costs time. Ten
 recipe's `compile` default, which is not XLA for this model.
 
 Memory: each keras_seq process keeps the memory a step frees for the next step
-(`ks.training.keep_freed_memory`, as every recipe's process does); Eole runs with glibc's defaults,
-as its users run it. `MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824` in this script's
+(`ks.training.keep_freed_memory`, as every recipe's process does; on JAX it also runs the step on the calling
+thread); Eole runs with glibc's defaults, as its users run it. `MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824` in this script's
 environment gives Eole the same setting.
 
 Threads: 2 on every side (`--threads`): OMP_NUM_THREADS for every process, TensorFlow's intra- and

@@ -5,9 +5,13 @@ glibc's `malloc` serves a request above its mmap threshold (at most 32 MiB) with
 training step allocates and frees the same large buffers every step (the logits and their gradients,
 XLA's buffer of a step's temporaries on JAX); with glibc's defaults each step pays the kernel's page
 faults and zeroing for them again, more the longer the batch. See `mallopt(3)`: `M_MMAP_MAX`, `M_TRIM_THRESHOLD`.
+A thread other than the main one allocates from an arena of 64 MiB heaps, and glibc maps a larger request
+anew whatever the setting; JAX runs its CPU programs on a thread of its own unless told otherwise.
 """
 
 import ctypes
+
+import keras
 
 # mallopt(3)'s parameter numbers (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
@@ -18,9 +22,11 @@ def keep_freed_memory():
     """Have glibc's `malloc` serve requests from its heaps, never fresh mappings, and keep what is freed.
 
     Call it once, early (before the first training step); it applies to the whole process, whose
-    resident memory then stays near its peak instead of falling back between steps. A thread with an
-    arena of its own still maps a request above its 64 MiB heaps anew (a JAX step's temporaries past
-    about 700 target tokens).
+    resident memory then stays near its peak instead of falling back between steps. On the JAX
+    backend it also has JAX run its CPU programs on the calling thread (`jax_cpu_enable_async_dispatch`
+    off), so that a step's temporaries above 64 MiB come from the main heap too; this takes effect
+    only before JAX's first computation, and Python then waits for each step instead of running ahead.
+    A request above 64 MiB from another thread (TensorFlow's executor) is still mapped anew.
 
     Returns True where it applied (glibc, i.e. most Linux), False elsewhere (macOS, musl), where the
     allocator is left as it is.
@@ -30,4 +36,8 @@ def keep_freed_memory():
         libc.gnu_get_libc_version  # only glibc has it: another C library's mallopt means something else
     except (OSError, TypeError, AttributeError):  # Windows has no process-wide C library handle
         return False
+    if keras.backend.backend() == "jax":
+        import jax
+
+        jax.config.update("jax_cpu_enable_async_dispatch", False)  # read when JAX's CPU client starts
     return all(libc.mallopt(parameter, value) == 1 for parameter, value in ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, TRIM_THRESHOLD)))
