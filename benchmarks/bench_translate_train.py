@@ -60,8 +60,8 @@ recipe's `compile` default, which is not XLA for this model.
 
 Memory: each keras_seq process keeps the memory a step frees for the next step
 (`ks.training.keep_freed_memory`, as every recipe's process does; on JAX it also runs the step on the calling
-thread); Eole runs with glibc's defaults, as its users run it. `MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824` in this script's
-environment gives Eole the same setting.
+thread); Eole runs with glibc's defaults, as its users run it. `MALLOC_MMAP_MAX_=0
+MALLOC_TRIM_THRESHOLD_=1073741824` in this script's environment gives Eole the same setting.
 
 Threads: 2 on every side (`--threads`): OMP_NUM_THREADS for every process, TensorFlow's intra- and
 inter-op pools (also tf.data's runtime on JAX and torch), `torch.set_num_threads`, and Eole's torch

@@ -52,10 +52,16 @@ glibc_only = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ve
                                 reason="mallopt's settings are glibc's")
 
 
-def page_faults():
-    process = subprocess.run([sys.executable, "-c", PROGRAM, REPO], capture_output=True, text=True, check=True,
-                             env={k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")})
+def run_probe(program, *arguments, **environment):
+    """The JSON last line of `program` run in a fresh process, glibc's malloc at its defaults (no MALLOC_ variables)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    process = subprocess.run([sys.executable, "-c", program, REPO, *arguments], capture_output=True, text=True,
+                             check=True, env={**env, **environment})
     return json.loads(process.stdout.splitlines()[-1])
+
+
+def page_faults():
+    return run_probe(PROGRAM)
 
 
 @glibc_only
@@ -97,11 +103,7 @@ JAX_PROGRAM = textwrap.dedent(
 
 
 def jax_program_faults(call):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env["KERAS_BACKEND"] = "jax"
-    process = subprocess.run([sys.executable, "-c", JAX_PROGRAM, REPO, "call" if call else "none"],
-                             capture_output=True, text=True, check=True, env=env)
-    return json.loads(process.stdout.splitlines()[-1])
+    return run_probe(JAX_PROGRAM, "call" if call else "none", KERAS_BACKEND="jax")
 
 
 @glibc_only
