@@ -18,8 +18,8 @@ backend-agnostic public equivalent in Keras 3:
   (`is_first_argmax`), and the form of the seed a compiled decoder takes (`decoding_seed`);
 * JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), torch's
   from uniform draws on a CPU (`torch_cpu_dropout`), eager torch's projections, cache writes and one-query
-  attention without Keras' dispatch (`affine`, `slice_update`, `torch_single_query_attention`), and PyTorch's
-  fused Adam kernel on a CPU (`torch_adam_update`).
+  attention without Keras' dispatch (`affine`, `slice_update`, `torch_single_query_attention`), PyTorch's
+  fused Adam kernel on a CPU (`torch_adam_update`) and TensorFlow's (`tf_adam_update`).
 """
 
 import math
@@ -111,13 +111,15 @@ def take_target(values, targets):
 def target_nll_from_logits(logits, targets):
     """`-log softmax(logits)[target]` per position, from float32 logits, by each backend's fastest exact form.
 
-    None builds a `(..., V)` one-hot: TensorFlow's fused sparse softmax cross-entropy
-    kernel; on JAX `logsumexp(z) - z_target`, which leaves no log-softmax tensor for XLA
-    to write and read back; on torch a gather from the log-softmax, whose gradient torch
-    writes in place (Keras' own torch op moves the class axis and copies the logits
-    twice). Measured: benchmarks/RESULTS.md, the head + cross-entropy rows.
+    On TensorFlow `logsumexp(z) - z_target` with its gradient written out (`_tf_cross_entropy`),
+    faster than TensorFlow's fused sparse softmax cross-entropy kernel; on JAX the same
+    formula, which leaves no log-softmax tensor for XLA to write and read back; on torch a
+    gather from the log-softmax, whose gradient torch writes in place (Keras' own torch op
+    moves the class axis and copies the logits twice). Measured: benchmarks/RESULTS.md.
     """
     backend = keras.backend.backend()
+    if backend == "tensorflow" and logits.shape[-1] is not None:
+        return _tf_cross_entropy(logits, targets, 0.0)
     if backend == "tensorflow":
         return ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
     if backend == "jax":
@@ -129,10 +131,16 @@ def smoothed_nll_from_logits(logits, targets, epsilon):
     """`(1 - epsilon) * -log p(target) + epsilon * mean_k(-log p(k))` per position, from float32 logits.
 
     Written as `logsumexp(z) - (1 - epsilon) * z_target - epsilon * mean(z)`: one pass for the
-    normaliser, none for a log-softmax tensor; on torch PyTorch's `cross_entropy` with
-    `label_smoothing`, which computes the same in one kernel and its gradient in another.
+    normaliser, none for a log-softmax tensor. On torch PyTorch's `cross_entropy` with
+    `label_smoothing`, which computes the same in one kernel and its gradient in another. On
+    TensorFlow the same formula with its gradient `softmax(z) - q'` written out
+    (`_tf_cross_entropy`), since TensorFlow's own gradient of the target's gather scatters it
+    into a zeroed copy of the logits.
     """
-    if keras.backend.backend() == "torch":
+    backend = keras.backend.backend()
+    if backend == "tensorflow" and logits.shape[-1] is not None:
+        return _tf_cross_entropy(logits, targets, epsilon)
+    if backend == "torch":
         import torch
 
         vocabulary_size = logits.shape[-1]
@@ -143,15 +151,51 @@ def smoothed_nll_from_logits(logits, targets, epsilon):
     return ops.logsumexp(logits, axis=-1) - (1.0 - epsilon) * take_target(logits, targets) - epsilon * ops.mean(logits, axis=-1)
 
 
+def _tf_cross_entropy(logits, targets, epsilon):
+    """`logsumexp(z) - (1 - epsilon) z_target - epsilon mean(z)` on TensorFlow, its gradient `softmax(z) - q'`
+    (Szegedy et al., 2016, sec. 7) from the normaliser's exponentials, `q'` being `(1 - epsilon) [k = target] + epsilon / V`.
+
+    One pass for the exponentials serves the value and the gradient; `epsilon` is a Python float.
+    """
+    import tensorflow as tf
+
+    vocabulary_size = logits.shape[-1]
+
+    @tf.custom_gradient
+    def cross_entropy(logits):
+        largest = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))
+        exponentials = tf.exp(logits - largest)
+        total = tf.reduce_sum(exponentials, axis=-1)
+        target_logit = tf.gather(logits, targets[..., None], batch_dims=len(targets.shape))[..., 0]
+        losses = largest[..., 0] + tf.math.log(total) - (1.0 - epsilon) * target_logit
+        if epsilon:
+            losses -= epsilon * tf.reduce_mean(logits, axis=-1)
+
+        def gradient(upstream):
+            off_target = epsilon / vocabulary_size
+            targets_smoothed = tf.one_hot(targets, vocabulary_size, on_value=1.0 - epsilon + off_target, off_value=off_target)
+            return (exponentials * (1.0 / total)[..., None] - targets_smoothed) * upstream[..., None]
+
+        return losses, gradient
+
+    return cross_entropy(logits)
+
+
 def is_first_argmax(scores, targets):
     """Whether each target (in `[0, V)`) is `argmax(scores, -1)`, the first index of the largest score:
     `(..., V), (...) -> (...)` bool.
 
     On JAX, one fused pass that asks whether any score beats the target's (larger, or as
     large at a smaller index), since XLA on the CPU runs `argmax` as a paired (value, index)
-    reduction. Elsewhere `argmax(scores) == targets`.
+    reduction. On TensorFlow `tf.argmax` itself (Keras' first rewrites every -0.0, three more
+    passes over the scores); elsewhere `argmax(scores) == targets`.
     """
-    if keras.backend.backend() != "jax":
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.equal(tf.argmax(scores, axis=-1, output_type=tf.int32), targets)
+    if backend != "jax":
         return ops.equal(ops.cast(ops.argmax(scores, axis=-1), "int32"), targets)
     target_score = ops.expand_dims(take_target(scores, targets), -1)
     earlier = ops.expand_dims(ops.arange(ops.shape(scores)[-1], dtype="int32"), 0) < ops.expand_dims(targets, -1)
@@ -299,6 +343,38 @@ def torch_adam_update(optimizer, gradients, variables, learning_rate):
             fused=True, amsgrad=False, beta1=optimizer.beta_1, beta2=optimizer.beta_2, lr=float(learning_rate),
             weight_decay=0.0, eps=optimizer.epsilon / math.sqrt(1 - optimizer.beta_2**step), maximize=False,
         )
+
+
+def tf_adam_update(optimizer, gradients, variables, learning_rate):
+    """Keras' Adam step of `optimizer` by TensorFlow's `ResourceApplyAdam` kernel, one per variable; False if not taken.
+
+    The kernel computes Keras' update (`alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)`,
+    `var -= alpha m / (sqrt(v) + epsilon)`, algorithm 1 of Kingma and Ba, 2015) in one
+    operation where Keras' own runs some 27 small ones per variable, its powers of the betas
+    among them. A sparse (`tf.IndexedSlices`) gradient gets Keras' own update; none is fused
+    for `amsgrad`, a variable other than float32, or inside a `tf.distribute` strategy, whose
+    replicas Keras' own update reduces and merges.
+    """
+    import tensorflow as tf
+
+    if optimizer.amsgrad or tf.distribute.has_strategy() or any(variable.dtype != "float32" for variable in variables):
+        return False
+    step = tf.cast(optimizer.iterations + 1, tf.float32)
+    beta_1, beta_2 = tf.constant(optimizer.beta_1, tf.float32), tf.constant(optimizer.beta_2, tf.float32)
+    hyperparameters = {
+        "beta1_power": tf.pow(beta_1, step), "beta2_power": tf.pow(beta_2, step), "lr": tf.cast(learning_rate, tf.float32),
+        "beta1": beta_1, "beta2": beta_2, "epsilon": tf.constant(optimizer.epsilon, tf.float32),
+    }
+    for gradient, variable in zip(gradients, variables):
+        if isinstance(gradient, tf.IndexedSlices):  # Keras squares each slice before summing repeated rows: keep its update
+            optimizer.update_step(gradient, variable, learning_rate)
+            continue
+        index = optimizer._get_variable_index(variable)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=optimizer._momentums[index].handle, v=optimizer._velocities[index].handle,
+            grad=tf.cast(gradient, tf.float32), **hyperparameters,
+        )
+    return True
 
 
 _FUSED_ADAM_TENSORS = weakref.WeakKeyDictionary()

@@ -1,4 +1,4 @@
-"""Keras' Adam (Kingma and Ba, 2015, algorithm 1), updated by PyTorch's fused kernel on a CPU."""
+"""Keras' Adam (Kingma and Ba, 2015, algorithm 1), updated by one fused kernel per step or variable."""
 
 import keras
 
@@ -7,15 +7,20 @@ from keras_seq import _backend
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class Adam(keras.optimizers.Adam):
-    """`keras.optimizers.Adam`, the same update, applied by PyTorch's fused Adam kernel on torch on a CPU.
+    """`keras.optimizers.Adam`, the same update, applied by fused kernels on torch (on a CPU) and TensorFlow.
 
     Keras' torch Adam calls PyTorch's multi-tensor functions, which on a CPU loop over
     the tensors one small operation at a time; one fused kernel does the whole step
-    (`_backend.torch_adam_update`). Elsewhere, and for `amsgrad`, this is Keras' Adam.
+    (`_backend.torch_adam_update`). Keras' TensorFlow Adam runs some 27 small operations
+    per variable; TensorFlow's `ResourceApplyAdam` does a variable's update in one
+    (`_backend.tf_adam_update`). On JAX, and for `amsgrad`, this is Keras' Adam.
     Arguments as `keras.optimizers.Adam`.
     """
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if keras.backend.backend() == "torch":
+        backend = keras.backend.backend()
+        if backend == "torch":
             return _backend.torch_adam_update(self, grads, trainable_variables, learning_rate)
+        if backend == "tensorflow" and _backend.tf_adam_update(self, grads, trainable_variables, learning_rate):
+            return None
         return super()._backend_update_step(grads, trainable_variables, learning_rate)

@@ -90,6 +90,21 @@ def test_pytorch_fused_kernel_on_the_cpu():
     assert any(event.name == "aten::_fused_adam_" for event in trace.events())
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the fused kernel is TensorFlow's")
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_tensorflow_fused_kernel_in_a_traced_step(amsgrad):
+    """One `ResourceApplyAdam` per variable in the traced update, and none for `amsgrad` (Keras' own update)."""
+    import tensorflow as tf
+
+    variables = [keras.Variable(np.ones((4, 3), "float32")), keras.Variable(np.ones((3,), "float32"))]
+    optimizer = ks.optimizers.Adam(0.01, amsgrad=amsgrad)
+    optimizer.build(variables)
+    step = tf.function(lambda gradients: optimizer.apply(gradients, variables))
+    graph = step.get_concrete_function([tf.TensorSpec((4, 3)), tf.TensorSpec((3,))]).graph
+    kernels = [op for op in graph.get_operations() if op.type == "ResourceApplyAdam"]
+    assert len(kernels) == (0 if amsgrad else 2)
+
+
 def test_each_step_updates_the_variables_it_is_given(rng):
     """Steps over changing subsets of the built variables (a None gradient leaves its variable out): each moves
     its own variables, slots and step count as algorithm 1 does, the others not at all."""
