@@ -166,6 +166,19 @@ def test_label_smoothing_gradient_is_softmax_minus_smoothed_targets(rng, epsilon
     assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
 
 
+def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
+    """d CE(y, softmax(z)) / dz = softmax(z) - one_hot(y), averaged over the rows (Keras' mean over the batch)."""
+    logits = rng.normal(size=(4, 7)).astype("float32") * 2
+    targets = np.array([1, 3, 0, 6])
+    softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    expected = (softmax - np.eye(7)[targets]) / 4
+    layer = keras.layers.Dense(7, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
+    model = keras.Sequential([keras.Input((4,)), layer])
+    model.compile(keras.optimizers.SGD(1.0), ks.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.train_on_batch(np.eye(4, dtype="float32"), targets)
+    assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
+
+
 def test_sparse_cross_entropy_edge_cases(rng):
     loss = ks.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
     logits = (rng.normal(size=(2, 3, 5)) * 1e4).astype("float32")
