@@ -151,6 +151,16 @@ def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
     assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
 
 
+def gradient_of_logits(logits, targets, loss):
+    """The gradient of `loss` with respect to the `(N, V)` logits, as one `fit` step computes it: the logits are
+    the kernel of a Dense layer fed the identity, and SGD at rate 1 subtracts the gradient from it."""
+    layer = keras.layers.Dense(logits.shape[1], use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
+    model = keras.Sequential([keras.Input((logits.shape[0],)), layer])
+    model.compile(keras.optimizers.SGD(1.0), loss)
+    model.train_on_batch(np.eye(logits.shape[0], dtype="float32"), targets)
+    return logits - to_numpy(layer.kernel)
+
+
 @pytest.mark.parametrize("epsilon", [0.1, 0.3])
 def test_label_smoothing_gradient_is_softmax_minus_smoothed_targets(rng, epsilon):
     """d H(q', softmax(z)) / dz = softmax(z) - q' (Szegedy et al., 2016, sec. 7), averaged over the counted rows."""
@@ -159,11 +169,7 @@ def test_label_smoothing_gradient_is_softmax_minus_smoothed_targets(rng, epsilon
     softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     smoothed = (1 - epsilon) * np.eye(7)[targets] + epsilon / 7
     expected = np.where((targets != 0)[:, None], softmax - smoothed, 0.0) / 3
-    layer = keras.layers.Dense(7, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
-    model = keras.Sequential([keras.Input((4,)), layer])
-    model.compile(keras.optimizers.SGD(1.0), ks.losses.LabelSmoothingCrossEntropy(epsilon, ignore_index=0))
-    model.train_on_batch(np.eye(4, dtype="float32"), targets)
-    assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
+    assert_close(gradient_of_logits(logits, targets, ks.losses.LabelSmoothingCrossEntropy(epsilon, ignore_index=0)), expected, atol=1e-6)
 
 
 def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
@@ -172,11 +178,7 @@ def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
     targets = np.array([1, 3, 0, 6])
     softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     expected = (softmax - np.eye(7)[targets]) / 4
-    layer = keras.layers.Dense(7, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
-    model = keras.Sequential([keras.Input((4,)), layer])
-    model.compile(keras.optimizers.SGD(1.0), ks.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.train_on_batch(np.eye(4, dtype="float32"), targets)
-    assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
+    assert_close(gradient_of_logits(logits, targets, ks.losses.SparseCategoricalCrossentropy(from_logits=True)), expected, atol=1e-6)
 
 
 def test_sparse_cross_entropy_edge_cases(rng):
