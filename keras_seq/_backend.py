@@ -112,8 +112,8 @@ def target_nll_from_logits(logits, targets):
     """`-log softmax(logits)[target]` per position, from float32 logits, by each backend's fastest exact form.
 
     On TensorFlow `logsumexp(z) - z_target` with its gradient written out (`_tf_cross_entropy`),
-    faster than TensorFlow's fused sparse softmax cross-entropy kernel; on JAX the same
-    formula, which leaves no log-softmax tensor for XLA to write and read back; on torch a
+    which on a CPU outruns TensorFlow's fused sparse softmax cross-entropy kernel; on JAX the
+    same formula, which leaves no log-softmax tensor for XLA to write and read back; on torch a
     gather from the log-softmax, whose gradient torch writes in place (Keras' own torch op
     moves the class axis and copies the logits twice). Measured: benchmarks/RESULTS.md.
     """
@@ -155,11 +155,13 @@ def _tf_cross_entropy(logits, targets, epsilon):
     """`logsumexp(z) - (1 - epsilon) z_target - epsilon mean(z)` on TensorFlow, its gradient `softmax(z) - q'`
     (Szegedy et al., 2016, sec. 7) from the normaliser's exponentials, `q'` being `(1 - epsilon) [k = target] + epsilon / V`.
 
-    One pass for the exponentials serves the value and the gradient; `epsilon` is a Python float.
+    One pass for the exponentials serves the value and the gradient, which builds `q'` once rather
+    than scattering the gather's gradient into zeros; `epsilon` is a Python float.
     """
     import tensorflow as tf
 
     vocabulary_size = logits.shape[-1]
+    targets = tf.cast(targets, tf.int32)  # the integer types `tf.gather` and `tf.one_hot` take
 
     @tf.custom_gradient
     def cross_entropy(logits):
@@ -187,14 +189,14 @@ def is_first_argmax(scores, targets):
 
     On JAX, one fused pass that asks whether any score beats the target's (larger, or as
     large at a smaller index), since XLA on the CPU runs `argmax` as a paired (value, index)
-    reduction. On TensorFlow `tf.argmax` itself (Keras' first rewrites every -0.0, three more
-    passes over the scores); elsewhere `argmax(scores) == targets`.
+    reduction. On TensorFlow `tf.argmax` itself, without the passes in which Keras' op first
+    rewrites every -0.0; elsewhere `argmax(scores) == targets`.
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.equal(tf.argmax(scores, axis=-1, output_type=tf.int32), targets)
+        return tf.equal(tf.argmax(scores, axis=-1, output_type=tf.int32), tf.cast(targets, tf.int32))
     if backend != "jax":
         return ops.equal(ops.cast(ops.argmax(scores, axis=-1), "int32"), targets)
     target_score = ops.expand_dims(take_target(scores, targets), -1)
@@ -350,20 +352,23 @@ def tf_adam_update(optimizer, gradients, variables, learning_rate):
 
     The kernel computes Keras' update (`alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)`,
     `var -= alpha m / (sqrt(v) + epsilon)`, algorithm 1 of Kingma and Ba, 2015) in one
-    operation where Keras' own runs some 27 small ones per variable, its powers of the betas
+    operation where Keras' own runs a chain of small ones per variable, the powers of the betas
     among them. A sparse (`tf.IndexedSlices`) gradient gets Keras' own update; none is fused
-    for `amsgrad`, a variable other than float32, or inside a `tf.distribute` strategy, whose
-    replicas Keras' own update reduces and merges.
+    for `amsgrad`, a variable other than float32, or with a `tf.distribute` strategy (in scope,
+    or holding the variables), whose replicas Keras' own update reduces and merges.
     """
     import tensorflow as tf
 
-    if optimizer.amsgrad or tf.distribute.has_strategy() or any(variable.dtype != "float32" for variable in variables):
+    distributed = tf.distribute.has_strategy() or any(
+        isinstance(variable.value, tf.distribute.DistributedValues) for variable in variables
+    )
+    if optimizer.amsgrad or distributed or any(variable.dtype != "float32" for variable in variables):
         return False
     step = tf.cast(optimizer.iterations + 1, tf.float32)
-    beta_1, beta_2 = tf.constant(optimizer.beta_1, tf.float32), tf.constant(optimizer.beta_2, tf.float32)
+    beta_1, beta_2 = tf.cast(optimizer.beta_1, tf.float32), tf.cast(optimizer.beta_2, tf.float32)
     hyperparameters = {
         "beta1_power": tf.pow(beta_1, step), "beta2_power": tf.pow(beta_2, step), "lr": tf.cast(learning_rate, tf.float32),
-        "beta1": beta_1, "beta2": beta_2, "epsilon": tf.constant(optimizer.epsilon, tf.float32),
+        "beta1": beta_1, "beta2": beta_2, "epsilon": tf.cast(optimizer.epsilon, tf.float32),
     }
     for gradient, variable in zip(gradients, variables):
         if isinstance(gradient, tf.IndexedSlices):  # Keras squares each slice before summing repeated rows: keep its update

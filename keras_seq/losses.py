@@ -15,7 +15,8 @@ def target_nll(y_pred, targets, from_logits=True):
     """`-log q(target)` per position, in float32: `(..., V), (...) -> (...)`.
 
     From logits by the fastest exact form of the backend (`_backend.target_nll_from_logits`),
-    none of which builds a `(..., V)` one-hot; from probabilities by a gather of their log.
+    none of which builds a `(..., V)` one-hot in the forward pass; from probabilities by a
+    gather of their log.
     """
     y_pred = ops.cast(y_pred, "float32")
     if not from_logits:
@@ -82,7 +83,8 @@ class SparseCategoricalCrossentropy(keras.losses.SparseCategoricalCrossentropy):
     `-log softmax(z)_y`, whose gradient with respect to the logits is
     `softmax(z) - onehot(y)`. From logits it goes through `target_nll`: no `(..., V)`
     one-hot (Keras' JAX op builds one) and no move of the class axis (Keras' torch op
-    copies the logits); on TensorFlow both run TF's fused kernel. The loss is computed in float32, and
+    copies the logits); on TensorFlow its gradient is written out as `softmax(z) - onehot(y)`
+    rather than scattered into zeros. The loss is computed in float32, and
     the logits of ignored positions must be finite (Keras zeroes them first, which
     costs a pass over the logits). keras_seq's language and seq2seq models compile
     Keras' own class as this one (`MaskedLogitsModel.compile`).
@@ -118,8 +120,8 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
         loss = (1 - epsilon) * (-log p_y) + epsilon * mean_k(-log p_k),
 
     which is computed from the logits directly (`known_smoothed_nll`; from
-    probabilities `target_nll` and `uniform_nll`): the `(B, T, V)` one-hot target
-    is never built. Positions whose target equals
+    probabilities `target_nll` and `uniform_nll`): the forward pass builds no
+    `(B, T, V)` one-hot target. Positions whose target equals
     `ignore_index` add nothing and are left out of the mean (a mean over the
     counted positions, not over B*T); a target outside `[0, V)` adds 0 (never
     NaN) but is counted. Computed in float32 whatever the logits' dtype.

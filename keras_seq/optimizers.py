@@ -11,10 +11,12 @@ class Adam(keras.optimizers.Adam):
 
     Keras' torch Adam calls PyTorch's multi-tensor functions, which on a CPU loop over
     the tensors one small operation at a time; one fused kernel does the whole step
-    (`_backend.torch_adam_update`). Keras' TensorFlow Adam runs some 27 small operations
+    (`_backend.torch_adam_update`). Keras' TensorFlow Adam runs a chain of small operations
     per variable; TensorFlow's `ResourceApplyAdam` does a variable's update in one
-    (`_backend.tf_adam_update`). On JAX, and for `amsgrad`, this is Keras' Adam.
-    Arguments as `keras.optimizers.Adam`.
+    (`_backend.tf_adam_update`). Keras' own update runs on JAX, on torch off the CPU, for
+    `amsgrad`, for variables other than float32, for sparse gradients on TensorFlow and under
+    a `tf.distribute` strategy; only there does a subclass's `update_step` run. Arguments as
+    `keras.optimizers.Adam`.
     """
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):

@@ -137,48 +137,48 @@ def test_sparse_cross_entropy_matches_keras_and_numpy(rng, shape, ignore_class, 
         assert float(ours(targets, logits)) == pytest.approx(per_position[counted].mean(), rel=1e-5)
 
 
-def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
+@pytest.mark.parametrize("positions", [(4,), (2, 2)], ids=["rows", "sequences"])
+def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng, positions):
     logits = rng.normal(size=(4, 7)).astype("float32")
     targets = np.array([0, 3, 6, 3])
     softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     expected = (softmax - np.eye(7)[targets]) / 4  # d mean_i(-log q_i(y_i)) / d z
-    # Row i of the identity picks row i of the kernel: the logits are the kernel, and one
-    # SGD step at rate 1 subtracts the loss's gradient with respect to them.
-    layer = keras.layers.Dense(7, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
-    model = keras.Sequential([keras.Input((4,)), layer])
-    model.compile(keras.optimizers.SGD(1.0), ks.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.train_on_batch(np.eye(4, dtype="float32"), targets)
-    assert_close(logits - to_numpy(layer.kernel), expected, atol=1e-6)
+    loss = ks.losses.SparseCategoricalCrossentropy(from_logits=True)
+    assert_close(gradient_of_logits(logits, targets.reshape(positions), loss), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "int64"])
+def test_target_nll_takes_any_integer_targets(rng, dtype):
+    logits = rng.normal(size=(2, 3, 5)).astype("float32")
+    targets = rng.integers(0, 5, size=(2, 3))
+    assert_close(ks.losses.target_nll(logits, targets.astype(dtype)), numpy_sparse_cross_entropy(targets, logits), atol=1e-5)
 
 
 def gradient_of_logits(logits, targets, loss):
-    """The gradient of `loss` with respect to the `(N, V)` logits, as one `fit` step computes it: the logits are
-    the kernel of a Dense layer fed the identity, and SGD at rate 1 subtracts the gradient from it."""
-    layer = keras.layers.Dense(logits.shape[1], use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
-    model = keras.Sequential([keras.Input((logits.shape[0],)), layer])
+    """The gradient of `loss` with respect to the `(N, V)` logits, as one `fit` step computes it.
+
+    Row i of the identity picks row i of a Dense kernel that holds the logits, and one SGD
+    step at rate 1 subtracts the loss's gradient from it. With `targets` of shape `(B, T)`
+    (`B * T = N`) the identity's rows, and so the logits, come as `(B, T, ...)`.
+    """
+    rows, classes = logits.shape
+    layer = keras.layers.Dense(classes, use_bias=False, kernel_initializer=keras.initializers.Constant(logits))
+    model = keras.Sequential([keras.Input((*targets.shape[1:], rows)), layer])
     model.compile(keras.optimizers.SGD(1.0), loss)
-    model.train_on_batch(np.eye(logits.shape[0], dtype="float32"), targets)
+    model.train_on_batch(np.eye(rows, dtype="float32").reshape(*targets.shape, rows), targets)
     return logits - to_numpy(layer.kernel)
 
 
-@pytest.mark.parametrize("epsilon", [0.1, 0.3])
-def test_label_smoothing_gradient_is_softmax_minus_smoothed_targets(rng, epsilon):
+@pytest.mark.parametrize("epsilon, positions", [(0.1, (4,)), (0.3, (4,)), (0.1, (2, 2))])
+def test_label_smoothing_gradient_is_softmax_minus_smoothed_targets(rng, epsilon, positions):
     """d H(q', softmax(z)) / dz = softmax(z) - q' (Szegedy et al., 2016, sec. 7), averaged over the counted rows."""
     logits = rng.normal(size=(4, 7)).astype("float32") * 2
     targets = np.array([1, 3, 0, 6])  # the row with target 0 is ignored
     softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     smoothed = (1 - epsilon) * np.eye(7)[targets] + epsilon / 7
     expected = np.where((targets != 0)[:, None], softmax - smoothed, 0.0) / 3
-    assert_close(gradient_of_logits(logits, targets, ks.losses.LabelSmoothingCrossEntropy(epsilon, ignore_index=0)), expected, atol=1e-6)
-
-
-def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng):
-    """d CE(y, softmax(z)) / dz = softmax(z) - one_hot(y), averaged over the rows (Keras' mean over the batch)."""
-    logits = rng.normal(size=(4, 7)).astype("float32") * 2
-    targets = np.array([1, 3, 0, 6])
-    softmax = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    expected = (softmax - np.eye(7)[targets]) / 4
-    assert_close(gradient_of_logits(logits, targets, ks.losses.SparseCategoricalCrossentropy(from_logits=True)), expected, atol=1e-6)
+    loss = ks.losses.LabelSmoothingCrossEntropy(epsilon, ignore_index=0)
+    assert_close(gradient_of_logits(logits, targets.reshape(positions), loss), expected, atol=1e-6)
 
 
 def test_sparse_cross_entropy_edge_cases(rng):

@@ -48,12 +48,21 @@ def small_model(seed):
 )
 def test_fit_equals_keras_adam(rng, options):
     """The same weights after `fit` as `keras.optimizers.Adam` with the same arguments and start."""
+    assert_fit_equals_keras_adam(rng, options)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="XLA around TensorFlow's fused kernel")
+def test_fit_under_xla_equals_keras_adam(rng):
+    assert_fit_equals_keras_adam(rng, {}, jit_compile=True)
+
+
+def assert_fit_equals_keras_adam(rng, options, **compile_options):
     ids = rng.integers(1, 20, size=(32, 6)).astype("int32")
     trained = []
     for optimizer_class in (ks.optimizers.Adam, keras.optimizers.Adam):
         model = small_model(3)
         model.compile(optimizer_class(**{"learning_rate": 0.01, **options}),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), **compile_options)
         model.fit(ids, ids, batch_size=8, epochs=2, verbose=0, shuffle=False)
         trained.append(model.get_weights())
     for ours, theirs in zip(*trained):
