@@ -118,10 +118,8 @@ def target_nll_from_logits(logits, targets):
     moves the class axis and copies the logits twice). Measured: benchmarks/RESULTS.md.
     """
     backend = keras.backend.backend()
-    if backend == "tensorflow" and logits.shape[-1] is not None:
-        return _tf_cross_entropy(logits, targets, 0.0)
     if backend == "tensorflow":
-        return ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)
+        return _tf_cross_entropy(logits, targets, 0.0)
     if backend == "jax":
         return ops.logsumexp(logits, axis=-1) - take_target(logits, targets)
     return -take_target(ops.log_softmax(logits, axis=-1), targets)
@@ -138,7 +136,7 @@ def smoothed_nll_from_logits(logits, targets, epsilon):
     into a zeroed copy of the logits.
     """
     backend = keras.backend.backend()
-    if backend == "tensorflow" and logits.shape[-1] is not None:
+    if backend == "tensorflow":
         return _tf_cross_entropy(logits, targets, epsilon)
     if backend == "torch":
         import torch
@@ -160,7 +158,7 @@ def _tf_cross_entropy(logits, targets, epsilon):
     """
     import tensorflow as tf
 
-    vocabulary_size = logits.shape[-1]
+    vocabulary_size = tf.shape(logits)[-1]
     targets = tf.cast(targets, tf.int32)  # the integer types `tf.gather` and `tf.one_hot` take
 
     @tf.custom_gradient
@@ -174,7 +172,7 @@ def _tf_cross_entropy(logits, targets, epsilon):
             losses -= epsilon * tf.reduce_mean(logits, axis=-1)
 
         def gradient(upstream):
-            off_target = epsilon / vocabulary_size
+            off_target = epsilon / tf.cast(vocabulary_size, tf.float32)
             targets_smoothed = tf.one_hot(targets, vocabulary_size, on_value=1.0 - epsilon + off_target, off_value=off_target)
             return (exponentials * (1.0 / total)[..., None] - targets_smoothed) * upstream[..., None]
 
