@@ -19,7 +19,8 @@ backend-agnostic public equivalent in Keras 3:
 * JAX's dropout masks from a generator XLA fuses (`fused_threefry_available`, `threefry_dropout`), torch's
   from uniform draws on a CPU (`torch_cpu_dropout`), eager torch's projections, cache writes and one-query
   attention without Keras' dispatch (`affine`, `slice_update`, `torch_single_query_attention`), PyTorch's
-  fused Adam kernel on a CPU (`torch_adam_update`) and TensorFlow's (`tf_adam_update`).
+  fused Adam kernel on a CPU (`torch_adam_update`) and TensorFlow's (`tf_adam_update`), and TensorFlow's
+  transposes without oneDNN's reorder (`transpose`) and layer normalisation's gradient (`tf_layer_normalization`).
 """
 
 import math
@@ -181,6 +182,38 @@ def _tf_cross_entropy(logits, targets, epsilon):
     return cross_entropy(logits)
 
 
+def tf_layer_normalization(x, gamma, beta, epsilon):
+    """Keras' layer normalisation over the last axis on TensorFlow (float32), its gradient written out.
+
+    The output is Keras' `x * inv + (beta - mean * inv)`, `inv = gamma / sqrt(var + epsilon)`. The
+    gradient, with `x_hat = (x - mean) / sqrt(var + epsilon)` and `g = dy * gamma`:
+    `dx = (g - mean(g) - x_hat mean(g x_hat)) / sqrt(var + epsilon)`, `dgamma = sum(dy x_hat)`,
+    `dbeta = sum(dy)` over the leading axes; TensorFlow's own differentiation of the moments
+    runs some three times as many operations, broadcasts tiled back included.
+    """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def normalized(x, gamma, beta):
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        centred = x - mean
+        reciprocal_deviation = tf.math.rsqrt(tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True) + epsilon)
+        inv = reciprocal_deviation * gamma
+
+        def gradient(upstream):
+            x_hat = centred * reciprocal_deviation
+            scaled = upstream * gamma
+            dx = reciprocal_deviation * (scaled - tf.reduce_mean(scaled, axis=-1, keepdims=True)
+                                         - x_hat * tf.reduce_mean(scaled * x_hat, axis=-1, keepdims=True))
+            leading = list(range(len(x.shape) - 1))
+            return dx, tf.reduce_sum(upstream * x_hat, axis=leading), tf.reduce_sum(upstream, axis=leading)
+
+        return x * inv + (beta - mean * inv), gradient
+
+    # Tensors, not variables, go in: the gradient then reaches the variables through their reads.
+    return normalized(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+
+
 def is_first_argmax(scores, targets):
     """Whether each target (in `[0, V)`) is `argmax(scores, -1)`, the first index of the largest score:
     `(..., V), (...) -> (...)` bool.
@@ -270,6 +303,21 @@ def affine(x, kernel, bias=None, contracted_axes=1):
     if bias is not None:
         y = y + (ops.reshape(bias, (-1,)) if len(outputs) > 1 else bias)
     return ops.reshape(y, (*leading, *outputs)) if len(outputs) > 1 else y
+
+
+def transpose(x, axes):
+    """`keras.ops.transpose(x, axes)`; on TensorFlow a one-operand `tf.einsum` that permutes the axes.
+
+    With oneDNN on (TensorFlow's default on x86), `tf.transpose` runs as oneDNN's reorder, which
+    on a CPU takes several times as long as the Eigen transpose inside the einsum kernel for the
+    small 4-D tensors of attention heads; the einsum's gradient is again an einsum.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.transpose(x, axes)
+    import tensorflow as tf
+
+    letters = "abcdefghijklmnopqrstuvwxyz"[: len(x.shape)]
+    return tf.einsum(f"{letters}->{''.join(letters[axis] for axis in axes)}", x)
 
 
 def slice_update(x, start_indices, updates):

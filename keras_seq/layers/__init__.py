@@ -12,6 +12,7 @@ from keras_seq.layers.embedding import (
 )
 from keras_seq.layers.input_feeding import InputFeedingDecoder
 from keras_seq.layers.masking import PaddingMaskFromIds
+from keras_seq.layers.normalization import LayerNormalization
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import ConcatenateCondition, PositionwiseDense
@@ -25,6 +26,7 @@ __all__ = [
     "CoupledLSTMCell",
     "Dropout",
     "InputFeedingDecoder",
+    "LayerNormalization",
     "LuongAttention",
     "MultiHeadAttention",
     "PaddingMaskFromIds",

@@ -37,7 +37,7 @@ def _read_rows(x, rows):
 
 def _swap_time_and_heads(x):
     """`(B, T, H, d) <-> (B, H, T, d)`."""
-    return ops.transpose(x, (0, 2, 1, 3))
+    return _backend.transpose(x, (0, 2, 1, 3))
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")

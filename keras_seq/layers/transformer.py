@@ -3,8 +3,9 @@
 `x + Dropout(Sublayer(LayerNorm(x)))` (pre-norm) around multi-head attention and a
 position-wise feed-forward network. Keras has no Transformer blocks; keras-hub's are
 post-norm by default and their decoder cache is split in two arguments. LayerNorm
-is `keras.layers.LayerNormalization`: the layer normalisation of Ba et al. (2016, sec. 3)
-with an epsilon inside the square root, `(x - mean) / sqrt(var + eps)`.
+is `keras.layers.LayerNormalization` (as `keras_seq.layers.LayerNormalization`): the layer
+normalisation of Ba et al. (2016, sec. 3) with an epsilon inside the square root,
+`(x - mean) / sqrt(var + eps)`.
 """
 
 import keras
@@ -16,6 +17,7 @@ from keras_seq.layers._initializers import own_draw
 from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
+from keras_seq.layers.normalization import LayerNormalization
 from keras_seq.layers.positionwise import PositionwiseDense
 
 
@@ -66,7 +68,7 @@ class _TransformerBlock(keras.layers.Layer):
             kernel_initializer=own_draw(self.kernel_initializer),
         )
         attention.build(query_shape, value_shape)
-        norm = self._sublayer(keras.layers.LayerNormalization, f"{prefix}_norm", epsilon=self.layer_norm_epsilon)
+        norm = self._sublayer(LayerNormalization, f"{prefix}_norm", epsilon=self.layer_norm_epsilon)
         norm.build(query_shape)
         dropout = self._sublayer(Dropout, f"{prefix}_dropout", self.dropout)
         return attention, norm, dropout
@@ -74,7 +76,7 @@ class _TransformerBlock(keras.layers.Layer):
     def _build_feed_forward(self, x_shape):
         hidden_dim = x_shape[-1]
         self.feed_forward_norm = self._sublayer(
-            keras.layers.LayerNormalization, "feed_forward_norm", epsilon=self.layer_norm_epsilon
+            LayerNormalization, "feed_forward_norm", epsilon=self.layer_norm_epsilon
         )
         self.feed_forward_norm.build(x_shape)
         self.feed_forward_inner = self._sublayer(

@@ -7,6 +7,7 @@ from keras_seq import _validation as v
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TiedLogits, TokenAndPositionEmbedding
 from keras_seq.layers.masking import PaddingMaskFromIds
 from keras_seq.layers.dropout import Dropout
+from keras_seq.layers.normalization import LayerNormalization
 from keras_seq.layers._sublayers import call_in_step
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense
@@ -51,7 +52,7 @@ def _stack(block_class, prefix, num_layers, num_heads, intermediate_dim, dropout
         block_class(num_heads, intermediate_dim, dropout=dropout, norm_first=norm_first, name=f"{prefix}_block_{index}")
         for index in range(num_layers)
     ]
-    final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name=f"{prefix}_final_norm") if norm_first else None
+    final_norm = LayerNormalization(epsilon=1e-5, name=f"{prefix}_final_norm") if norm_first else None
     return blocks, final_norm
 
 

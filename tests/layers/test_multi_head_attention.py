@@ -98,6 +98,29 @@ def test_equals_keras_multi_head_attention_with_copied_weights(qv, rng, kwargs):
 
 
 @pytest.mark.usefixtures("layout")
+def test_training_step_equals_keras_multi_head_attention_with_copied_weights(qv, rng):
+    """One SGD step at rate 1 through the explicit attention (scores returned): every weight moves as Keras' layer's."""
+    query, value = qv
+    layer, reference = keras_pair(query, value, num_heads=2, key_dim=3, value_dim=4)
+    for variable in reference.weights:  # non-zero biases, so each gradient term is checked
+        variable.assign(rng.normal(size=variable.shape).astype("float32"))
+    layer.set_weights(reference.get_weights())
+    before = reference.get_weights()
+    stepped = []
+    for attention in (layer, reference):
+        inputs = keras.Input((5, 8)), keras.Input((7, 6))
+        model = keras.Model(inputs, attention(*inputs, return_attention_scores=True)[0])
+        model.compile(keras.optimizers.SGD(1.0), "mse")
+        model.train_on_batch([query, value], np.zeros((2, 5, 8), "float32"))
+        stepped.append([to_numpy(w) for w in attention.weights])
+    # Every weight has a gradient but the key bias: it adds `q . b_k` to all of a query's scores alike.
+    moved = [np.abs(theirs - start).max() > 1e-4 for theirs, start in zip(stepped[1], before)]
+    assert moved == [True, True, True, False, True, True, True, True]
+    for ours, theirs in zip(*stepped):
+        assert_close(ours, theirs, atol=1e-6)
+
+
+@pytest.mark.usefixtures("layout")
 def test_matches_eq_4_6_5_3_5_4_in_numpy(qv, rng):
     query, value = qv
     layer = ks.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4)
