@@ -20,7 +20,8 @@ backend-agnostic public equivalent in Keras 3:
   from uniform draws on a CPU (`torch_cpu_dropout`), eager torch's projections, cache writes and one-query
   attention without Keras' dispatch (`affine`, `slice_update`, `torch_single_query_attention`), PyTorch's
   fused Adam kernel on a CPU (`torch_adam_update`) and TensorFlow's (`tf_adam_update`), and TensorFlow's
-  transposes without oneDNN's reorder (`transpose`) and layer normalisation's gradient (`tf_layer_normalization`).
+  transposes without oneDNN's reorder (`transpose`, `matmul_transposed`) and layer normalisation's gradient
+  (`tf_layer_normalization`).
 """
 
 import math
@@ -318,6 +319,20 @@ def transpose(x, axes):
 
     letters = "abcdefghijklmnopqrstuvwxyz"[: len(x.shape)]
     return tf.einsum(f"{letters}->{''.join(letters[axis] for axis in axes)}", x)
+
+
+def matmul_transposed(a, b):
+    """`a @ swapaxes(b, -1, -2)`; on TensorFlow one `tf.linalg.matmul(..., transpose_b=True)`.
+
+    TensorFlow's graph optimiser folds a transpose into the forward product but not into its
+    gradient, which then transposes `b`'s gradient as an operation of its own (oneDNN's reorder,
+    see `transpose`); the product's own gradient with `transpose_b` needs none.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.matmul(a, ops.swapaxes(b, -1, -2))
+    import tensorflow as tf
+
+    return tf.linalg.matmul(a, b, transpose_b=True)
 
 
 def slice_update(x, start_indices, updates):

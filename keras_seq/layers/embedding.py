@@ -12,6 +12,7 @@ import weakref
 import keras
 from keras import ops
 
+from keras_seq import _backend
 from keras_seq import _validation as v
 from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.positionwise import over_positions
@@ -292,8 +293,10 @@ class TiedLogits(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
     def call(self, h, kernel=None):
-        """`h @ kernel + b`, `kernel` being `transposed_table()` unless given (a decoding loop passes it in)."""
-        kernel = self.transposed_table() if kernel is None else kernel
+        """`h @ kernel + b`, `kernel` being `E^T` unless given (a decoding loop passes `transposed_table()` in)."""
+        if kernel is None:  # `h E^T` as one product whose gradient needs no transpose of its own
+            table = ops.cast(self._table().embeddings, "float32")
+            return over_positions(lambda rows: _backend.matmul_transposed(rows, table), ops.cast(h, "float32")) + self.bias
         return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
 
     def transposed_table(self):

@@ -396,7 +396,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns the output and the attention weights `(B, H, Tq, Tk)` (dropout applies
         to the weights that multiply the values, not to those returned).
         """
-        scores = ops.matmul(q * ops.cast(self._scale, q.dtype), ops.swapaxes(k, -1, -2))
+        scores = _backend.matmul_transposed(q * ops.cast(self._scale, q.dtype), k)
         weights = ops.cast(masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty), self.compute_dtype)
         return ops.matmul(call_sublayer(self.attention_dropout, weights, training=training), v_), weights
 

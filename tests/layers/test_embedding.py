@@ -135,3 +135,27 @@ def test_bad_inputs_raise_value_errors(rng):
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_tied_logits_and_their_training_step_match_the_formula_in_numpy(rng):
+    """`logits = h E^T + b` over `h = E[ids]` (Press and Wolf, 2017). One SGD step at rate 1 on `mean(logits^2)`,
+    written out in NumPy: `E` moves by `g^T h` from the output side plus, at each id's row, `g E` from the
+    input side (`g = dL/dlogits`), `b` by the sum of `g`."""
+    table = rng.normal(size=(7, 4)).astype("float32")
+    ids = np.array([[1, 5, 5], [0, 6, 2]])
+    embedding = keras.layers.Embedding(7, 4, embeddings_initializer=keras.initializers.Constant(table))
+    head = ks.layers.TiedLogits(embedding)
+    inputs = keras.Input((3,), dtype="int32")
+    model = keras.Model(inputs, head(embedding(inputs)))
+    head.bias.assign(rng.normal(size=7).astype("float32"))
+    bias = to_numpy(head.bias)
+    h = table[ids].reshape(-1, 4)
+    logits = h @ table.T + bias
+    assert_close(model(ids), logits.reshape(2, 3, 7), atol=1e-5)
+    model.compile(keras.optimizers.SGD(1.0), "mse")
+    model.train_on_batch(ids, np.zeros((2, 3, 7), "float32"))
+    upstream = 2 * logits / logits.size
+    gradient = upstream.T @ h
+    np.add.at(gradient, ids.reshape(-1), upstream @ table)
+    assert_close(embedding.embeddings, table - gradient, atol=1e-6)
+    assert_close(head.bias, bias - upstream.sum(0), atol=1e-6)
