@@ -189,8 +189,8 @@ def tf_layer_normalization(x, gamma, beta, epsilon):
     The output is Keras' `x * inv + (beta - mean * inv)`, `inv = gamma / sqrt(var + epsilon)`. The
     gradient, with `x_hat = (x - mean) / sqrt(var + epsilon)` and `g = dy * gamma`:
     `dx = (g - mean(g) - x_hat mean(g x_hat)) / sqrt(var + epsilon)`, `dgamma = sum(dy x_hat)`,
-    `dbeta = sum(dy)` over the leading axes; TensorFlow's own differentiation of the moments
-    runs some three times as many operations, broadcasts tiled back included.
+    `dbeta = sum(dy)` over the leading axes: a handful of whole-tensor operations, where TensorFlow
+    differentiates Keras' moments and broadcasts operation by operation (each broadcast tiled back).
     """
     import tensorflow as tf
 
@@ -309,9 +309,9 @@ def affine(x, kernel, bias=None, contracted_axes=1):
 def transpose(x, axes):
     """`keras.ops.transpose(x, axes)`; on TensorFlow a one-operand `tf.einsum` that permutes the axes.
 
-    With oneDNN on (TensorFlow's default on x86), `tf.transpose` runs as oneDNN's reorder, which
-    on a CPU takes several times as long as the Eigen transpose inside the einsum kernel for the
-    small 4-D tensors of attention heads; the einsum's gradient is again an einsum.
+    With oneDNN on (TensorFlow's default on x86), `tf.transpose` runs as oneDNN's reorder, a
+    general layout conversion set up anew at each call, where the einsum kernel permutes with
+    Eigen's own transpose; the einsum's gradient is again an einsum.
     """
     if keras.backend.backend() != "tensorflow":
         return ops.transpose(x, axes)
@@ -322,13 +322,14 @@ def transpose(x, axes):
 
 
 def matmul_transposed(a, b):
-    """`a @ swapaxes(b, -1, -2)`; on TensorFlow one `tf.linalg.matmul(..., transpose_b=True)`.
+    """`a @ swapaxes(b, -1, -2)`; on TensorFlow one `tf.linalg.matmul(..., transpose_b=True)` where both
+    are of one dtype and rank 2 or more.
 
     TensorFlow's graph optimiser folds a transpose into the forward product but not into its
     gradient, which then transposes `b`'s gradient as an operation of its own (oneDNN's reorder,
     see `transpose`); the product's own gradient with `transpose_b` needs none.
     """
-    if keras.backend.backend() != "tensorflow":
+    if keras.backend.backend() != "tensorflow" or a.dtype != b.dtype or min(len(a.shape), len(b.shape)) < 2:
         return ops.matmul(a, ops.swapaxes(b, -1, -2))
     import tensorflow as tf
 

@@ -18,14 +18,17 @@ class LayerNormalization(keras.layers.LayerNormalization):
     """
 
     def call(self, inputs):
-        if not self._written_out_gradient(inputs):
+        if not self._uses_closed_form_gradient(inputs):
             return super().call(inputs)
         outputs = _backend.tf_layer_normalization(ops.cast(inputs, "float32"), self.gamma, self.beta, self.epsilon)
         return ops.cast(outputs, self.compute_dtype)
 
-    def _written_out_gradient(self, inputs):
+    def _uses_closed_form_gradient(self, inputs):
+        """Whether this call normalises by `_backend.tf_layer_normalization`: TensorFlow, the last axis, a scale and
+        an offset, and float32 arithmetic (which Keras' layer also uses for float32, float16 and bfloat16 inputs)."""
         if keras.backend.backend() != "tensorflow" or self.rms_scaling or not (self.center and self.scale):
             return False
         axes = self.axis if isinstance(self.axis, list) else [self.axis]
         last_axis = [axis % len(inputs.shape) for axis in axes] == [len(inputs.shape) - 1]
-        return last_axis and self.gamma.dtype == "float32" and self.beta.dtype == "float32"
+        float32 = keras.backend.result_type(inputs.dtype, "float32") == "float32"
+        return last_axis and float32 and self.gamma.dtype == "float32" and self.beta.dtype == "float32"

@@ -3,9 +3,9 @@
 `x + Dropout(Sublayer(LayerNorm(x)))` (pre-norm) around multi-head attention and a
 position-wise feed-forward network. Keras has no Transformer blocks; keras-hub's are
 post-norm by default and their decoder cache is split in two arguments. LayerNorm
-is `keras.layers.LayerNormalization` (as `keras_seq.layers.LayerNormalization`): the layer
-normalisation of Ba et al. (2016, sec. 3) with an epsilon inside the square root,
-`(x - mean) / sqrt(var + eps)`.
+is `keras_seq.layers.LayerNormalization` (Keras' layer, differentiated in closed form on
+TensorFlow): the layer normalisation of Ba et al. (2016, sec. 3) with an epsilon inside the
+square root, `(x - mean) / sqrt(var + eps)`.
 """
 
 import keras

@@ -4,6 +4,7 @@ import pytest
 from layer_checks import BACKEND, assert_close, assert_config_round_trip, check_functional_model, to_numpy
 
 import keras_seq as ks
+from keras_seq import _backend
 
 
 def numpy_layer_norm(x, gamma, beta, epsilon):
@@ -53,7 +54,8 @@ def gradients_of_one_step(layer, x, projection):
 
 
 def test_gradients_equal_keras_layer_normalization(rng):
-    """dx, dgamma and dbeta: the written-out gradient (on TensorFlow) against Keras' layer differentiated by the backend."""
+    """dx, dgamma and dbeta: the closed form (on TensorFlow) against Keras' layer differentiated by the backend;
+    elsewhere both are Keras' layer."""
     x = (rng.normal(size=(2, 3, 8)) * 2 + 0.5).astype("float32")
     projection = rng.normal(size=(8, 5)).astype("float32")
     ours, theirs = pair(rng, 8, epsilon=1e-3)
@@ -62,13 +64,28 @@ def test_gradients_equal_keras_layer_normalization(rng):
         assert_close(got, expected, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("kwargs", [dict(center=False), dict(scale=False), dict(axis=1)])
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the closed-form gradient is TensorFlow's path only")
+@pytest.mark.filterwarnings("ignore:You passed `rms_scaling=True`:UserWarning")  # Keras' deprecation, the case tested
+@pytest.mark.parametrize("kwargs, closed_form", [
+    (dict(), True), (dict(axis=2), True), (dict(axis=[-1]), True),
+    (dict(center=False), False), (dict(axis=1), False), (dict(rms_scaling=True), False), (dict(dtype="float64"), False),
+])
+def test_tensorflow_takes_the_closed_form_where_it_applies(rng, monkeypatch, kwargs, closed_form):
+    calls = []
+    original = _backend.tf_layer_normalization
+    monkeypatch.setattr(_backend, "tf_layer_normalization", lambda *args: calls.append(args) or original(*args))
+    layer = ks.layers.LayerNormalization(**kwargs)
+    layer(rng.normal(size=(2, 3, 4)).astype(kwargs.get("dtype", "float32")))
+    assert len(calls) == int(closed_form)
+
+
+@pytest.mark.parametrize("kwargs", [dict(center=False), dict(scale=False), dict(axis=1), dict(dtype="float64")])
 def test_other_configurations_are_keras_layer_unchanged(rng, kwargs):
-    x = rng.normal(size=(2, 4, 4)).astype("float32")
+    x = rng.normal(size=(2, 4, 4)).astype(kwargs.get("dtype", "float32"))
     ours, theirs = ks.layers.LayerNormalization(**kwargs), keras.layers.LayerNormalization(**kwargs)
     ours.build(x.shape)
     theirs.build(x.shape)
-    weights = [rng.normal(size=w.shape).astype("float32") for w in theirs.get_weights()]
+    weights = [rng.normal(size=w.shape).astype(x.dtype) for w in theirs.get_weights()]
     ours.set_weights(weights)
     theirs.set_weights(weights)
     assert_close(ours(x), theirs(x), atol=1e-6)
