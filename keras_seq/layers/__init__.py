@@ -12,8 +12,8 @@ from keras_seq.layers.embedding import (
 )
 from keras_seq.layers.input_feeding import InputFeedingDecoder
 from keras_seq.layers.masking import PaddingMaskFromIds
-from keras_seq.layers.normalization import LayerNormalization
 from keras_seq.layers.multi_head_attention import MultiHeadAttention
+from keras_seq.layers.normalization import LayerNormalization
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import ConcatenateCondition, PositionwiseDense
 from keras_seq.layers.recurrent import CoupledLSTMCell, PeepholeLSTMCell

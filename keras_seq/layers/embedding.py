@@ -296,8 +296,10 @@ class TiedLogits(keras.layers.Layer):
         """`h @ kernel + b`, `kernel` being `E^T` unless given (a decoding loop passes `transposed_table()` in)."""
         if kernel is None:  # `h E^T` as one product whose gradient needs no transpose of its own
             table = ops.cast(self._table().embeddings, "float32")
-            return over_positions(lambda rows: _backend.matmul_transposed(rows, table), ops.cast(h, "float32")) + self.bias
-        return over_positions(lambda rows: ops.matmul(rows, kernel), ops.cast(h, "float32")) + self.bias
+            product = lambda rows: _backend.matmul_transposed(rows, table)  # noqa: E731
+        else:
+            product = lambda rows: ops.matmul(rows, kernel)  # noqa: E731
+        return over_positions(product, ops.cast(h, "float32")) + self.bias
 
     def transposed_table(self):
         """`E^T` `(D, V)`, float32. Made once before a decoding loop and passed to each step's `call`, it is an
