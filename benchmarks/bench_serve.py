@@ -13,7 +13,8 @@ split of the shipped corpus (`keras_seq.data.corpora.software_en_fr`):
     python benchmarks/bench_serve.py runs/translate --rounds 3
 
 Both sides get 2 threads (TensorFlow's intra- and inter-op pools; CTranslate2's
-`intra_threads=2, inter_threads=1`) and strings in, strings out: the SavedModel tokenizes
+`intra_threads=2, inter_threads=1`; `--threads 1,2` runs every side at each count, for a host on
+which one count suits a runtime better than the other) and strings in, strings out: the SavedModel tokenizes
 inside its graph, the CTranslate2 side runs SentencePiece (`sentencepiece`) before and
 after `translate_batch`, inside the timed region. Each side runs in its own process,
 without keras_seq or Keras imported (the CTranslate2 ones without TensorFlow either), as a
@@ -134,7 +135,7 @@ class Side:
     """A worker process serving one side; `ask(op, ...)` sends a request and returns its answer."""
 
     def __init__(self, name, kind, settings):
-        self.name = name
+        self.name, self.kind = name, kind
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind, json.dumps(settings)]
         environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
@@ -168,7 +169,8 @@ def parse():
     parser.add_argument("--rounds", type=int, default=3, help="timed passes per side and measurement")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--num-beams", type=int, default=4, help="CTranslate2's beam (the SavedModel's is its export's)")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=thread_counts, default=[2],
+                        help="threads per side, or a comma list to run every side at each count (e.g. 1,2)")
     parser.add_argument("--limit", type=int, help="use the first N valid sentences (default: all)")
     parser.add_argument("--latency-sentences", type=int, help="sentences timed at batch 1 per round (default: all used)")
     parser.add_argument("--length-penalty", type=float, help="CTranslate2's length_penalty (default: the export's alpha)")
@@ -177,6 +179,18 @@ def parse():
     parser.add_argument("--min-agreement", type=float, default=0.95,
                         help="least share of greedy translations the float32 CTranslate2 model must share with the SavedModel")
     return parser.parse_args()
+
+
+def thread_counts(text):
+    counts = [int(part) for part in text.split(",") if part.strip().isdigit()]
+    if not counts or len(counts) != len(text.split(",")) or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive thread counts separated by commas, got {text!r}")
+    return counts
+
+
+def side_name(name, threads, counts):
+    """The side's name, with its thread count where several are run."""
+    return name if len(counts) == 1 else f"{name}, {threads} thread{'s' if threads > 1 else ''}"
 
 
 def fail(message):
@@ -256,22 +270,27 @@ def main():
     length_penalty = config.get("length_penalty", 0.6) if args.length_penalty is None else args.length_penalty
     with tempfile.TemporaryDirectory(prefix="bench_serve-") as directory:
         paths, target_vocabulary = convert(args, config, directory)
-        common = dict(threads=args.threads, source_length=config["source_length"], max_length=config["max_length"])
+        common = dict(source_length=config["source_length"], max_length=config["max_length"])
         ct2 = dict(num_beams=args.num_beams, length_penalty=length_penalty, patience=args.patience,
                    lowercase=bool(config["vocabularies"]["source"].get("lowercase")))
-        sides = [Side("SavedModel (TensorFlow)", "savedmodel", dict(path=os.path.join(args.run, "export"), **common))]
-        sides += [Side(f"CTranslate2 {q}", "ctranslate2", dict(path=p, **common, **ct2)) for q, p in paths.items()]
+        sides = []
+        for threads in args.threads:
+            sides.append(Side(side_name("SavedModel (TensorFlow)", threads, args.threads), "savedmodel",
+                              dict(path=os.path.join(args.run, "export"), threads=threads, **common)))
+            sides += [Side(side_name(f"CTranslate2 {q}", threads, args.threads), "ctranslate2",
+                           dict(path=p, threads=threads, **common, **ct2)) for q, p in paths.items()]
         try:
             results = benchmark(args, sides, sources, references, latency_sources, target_vocabulary)
         finally:
             for side in sides:
                 side.close()
     report(args, config, length_penalty, results, len(sources), len(latency_sources))
-    checked = next((r for r in results if r["side"] == "CTranslate2 float32"), None)
-    if checked is not None and checked["greedy_agreement"] is not None and checked["greedy_agreement"] < args.min_agreement:
-        print(f"bench_serve: error: {checked['side']} shares {checked['greedy_agreement']:.1%} of its greedy translations "
-              f"with the SavedModel, expected at least {args.min_agreement:.0%}", file=sys.stderr)
-        sys.exit(1)
+    for checked in results:
+        agreement = checked["greedy_agreement"]
+        if checked["side"].startswith("CTranslate2 float32") and agreement is not None and agreement < args.min_agreement:
+            print(f"bench_serve: error: {checked['side']} shares {agreement:.1%} of its greedy translations "
+                  f"with the SavedModel, expected at least {args.min_agreement:.0%}", file=sys.stderr)
+            sys.exit(1)
 
 
 def benchmark(args, sides, sources, references, latency_sources, target_vocabulary):
@@ -307,7 +326,7 @@ def benchmark(args, sides, sources, references, latency_sources, target_vocabula
         result["latency_p90_ms"] = round(p90, 2)
     for result, side in zip(results, sides):
         result["greedy_agreement"] = None  # for the SavedModel itself, or without its greedy signature
-        if greedy_everywhere and result is not results[0]:
+        if greedy_everywhere and side.kind == "ctranslate2":
             same = [a == b for a, b in zip(result["greedy_outputs"], results[0]["greedy_outputs"])]
             result["greedy_agreement"] = round(sum(same) / len(same), 4)
         result.update(side.ask("info"))
@@ -335,7 +354,8 @@ def report(args, config, length_penalty, results, sentences, latency_sentences):
         "cpu": f"{_timing.cpu_name()}, {os.cpu_count()} cores", "commit": _timing.git_commit(), "date": _timing.utc_now(),
         "versions": _timing.versions(("tensorflow", "tensorflow-text", "ctranslate2", "sentencepiece", "sacrebleu")),
     }
-    print(f"\nServing {sentences} valid sentences of software_en_fr ({settings['cpu']}, {args.threads} threads per side, "
+    threads = ", ".join(map(str, args.threads))
+    print(f"\nServing {sentences} valid sentences of software_en_fr ({settings['cpu']}, {threads} threads per side, "
           f"median of {args.rounds} rounds; tokenization included; output tokens are SentencePiece pieces)\n")
     print("\n".join(_timing.markdown_table(header, rows, right_aligned=range(1, len(header)))))
     print()

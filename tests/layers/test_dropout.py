@@ -28,6 +28,53 @@ def test_equals_keras_dropout_for_the_same_seed(rng, rate, noise_shape):
     assert_config_round_trip(ours)
 
 
+@pytest.mark.parametrize("noise_shape", [None, (None, 1, None)])
+def test_a_training_step_equals_keras_dropout_seeded_alike(rng, noise_shape):
+    """One SGD step through `Dense -> Dropout -> Dense`: the loss and every weight as with `keras.layers.Dropout`
+    seeded alike, so the gradient passes the kept units, scaled, and no others."""
+    x, y = rng.normal(size=(4, 5, 8)).astype("float32"), rng.normal(size=(4, 5, 1)).astype("float32")
+
+    def regression(dropout):
+        inputs = keras.Input((5, 8))
+        hidden = dropout(0.3, noise_shape=noise_shape, seed=7)(keras.layers.Dense(32, name="first")(inputs))
+        model = keras.Model(inputs, keras.layers.Dense(1, name="second")(hidden))
+        model.compile(keras.optimizers.SGD(0.1), "mse")
+        return model
+
+    ours, theirs = regression(ks.layers.Dropout), regression(keras.layers.Dropout)
+    theirs.set_weights(ours.get_weights())
+    before = [to_numpy(w) for w in ours.trainable_weights]
+    assert float(ours.train_on_batch(x, y)) == pytest.approx(float(theirs.train_on_batch(x, y)), rel=1e-6)
+    for start, mine, keras_weight in zip(before, ours.trainable_weights, theirs.trainable_weights):
+        np.testing.assert_allclose(to_numpy(mine), to_numpy(keras_weight), rtol=1e-5, atol=1e-7)
+        assert not np.allclose(to_numpy(mine), start)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_equals_keras_dropout(rng, dtype):
+    """In 16-bit floats the mask and the scaled units are Keras' own (its uniforms are drawn in the input's dtype)."""
+    x = keras.ops.cast(rng.normal(size=(3, 5, 64)).astype("float32"), dtype)
+    ours = ks.layers.Dropout(0.2, seed=5, dtype=dtype)(x, training=True)
+    theirs = keras.layers.Dropout(0.2, seed=5, dtype=dtype)(x, training=True)
+    assert keras.backend.standardize_dtype(ours.dtype) == dtype
+    np.testing.assert_array_equal(to_numpy(keras.ops.cast(ours, "float32")), to_numpy(keras.ops.cast(theirs, "float32")))
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="the mask product replaces Keras' TensorFlow dropout only")
+def test_tensorflow_drops_out_through_the_mask_product(rng, monkeypatch):
+    """On TensorFlow a training call goes through `_backend.tf_dropout`; inference and rate 0 do not."""
+    from keras_seq import _backend
+
+    calls, original = [], _backend.tf_dropout
+    monkeypatch.setattr(_backend, "tf_dropout", lambda *args: calls.append(args) or original(*args))
+    x = rng.normal(size=(2, 8)).astype("float32")
+    ks.layers.Dropout(0.5, seed=1)(x, training=True)
+    assert len(calls) == 1
+    ks.layers.Dropout(0.5, seed=1)(x, training=False)
+    ks.layers.Dropout(0.0, seed=1)(x, training=True)
+    assert len(calls) == 1
+
+
 def test_rate_zero_and_one(rng):
     x = rng.normal(size=(2, 8)).astype("float32")
     np.testing.assert_array_equal(to_numpy(ks.layers.Dropout(0.0)(x, training=True)), x)
