@@ -12,7 +12,7 @@ split of the shipped corpus (`keras_seq.data.corpora.software_en_fr`):
 
     python benchmarks/bench_serve.py runs/translate --rounds 3
 
-Both sides get 2 threads (TensorFlow's intra- and inter-op pools; CTranslate2's
+By default both sides get 2 threads (TensorFlow's intra- and inter-op pools; CTranslate2's
 `intra_threads=2, inter_threads=1`; `--threads 1,2` runs every side at each count, for a host on
 which one count suits a runtime better than the other) and strings in, strings out: the SavedModel tokenizes
 inside its graph, the CTranslate2 side runs SentencePiece (`sentencepiece`) before and
@@ -183,8 +183,8 @@ def parse():
 
 def thread_counts(text):
     counts = [int(part) for part in text.split(",") if part.strip().isdigit()]
-    if not counts or len(counts) != len(text.split(",")) or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive thread counts separated by commas, got {text!r}")
+    if not counts or len(counts) != len(text.split(",")) or min(counts) < 1 or len(set(counts)) < len(counts):
+        raise argparse.ArgumentTypeError(f"expected distinct positive thread counts separated by commas, got {text!r}")
     return counts
 
 
@@ -348,14 +348,15 @@ def report(args, config, length_penalty, results, sentences, latency_sentences):
              "-" if r["greedy_agreement"] is None else f"{r['greedy_agreement']:.1%}", str(r["peak_rss_mib"])] for r in results]
     settings = {
         "run": os.path.abspath(args.run), "sentences": sentences, "latency_sentences": latency_sentences, "rounds": args.rounds,
-        "batch_size": args.batch_size, "threads": args.threads, "savedmodel_beams": config.get("num_beams"),
+        "batch_size": args.batch_size, "threads": args.threads[0] if len(args.threads) == 1 else args.threads,
+        "savedmodel_beams": config.get("num_beams"),
         "savedmodel_length_penalty_gnmt": config.get("length_penalty"), "ctranslate2_beams": args.num_beams,
         "ctranslate2_length_penalty": length_penalty, "ctranslate2_patience": args.patience,
         "cpu": f"{_timing.cpu_name()}, {os.cpu_count()} cores", "commit": _timing.git_commit(), "date": _timing.utc_now(),
         "versions": _timing.versions(("tensorflow", "tensorflow-text", "ctranslate2", "sentencepiece", "sacrebleu")),
     }
-    threads = ", ".join(map(str, args.threads))
-    print(f"\nServing {sentences} valid sentences of software_en_fr ({settings['cpu']}, {threads} threads per side, "
+    threads = f"{' or '.join(map(str, args.threads))} thread{'s' if args.threads != [1] else ''} per side"
+    print(f"\nServing {sentences} valid sentences of software_en_fr ({settings['cpu']}, {threads}, "
           f"median of {args.rounds} rounds; tokenization included; output tokens are SentencePiece pieces)\n")
     print("\n".join(_timing.markdown_table(header, rows, right_aligned=range(1, len(header)))))
     print()

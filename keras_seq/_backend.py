@@ -280,34 +280,6 @@ def torch_cpu_dropout(inputs, rate):
     return inputs * (keep.to(inputs.dtype) * (1.0 / (1.0 - rate)))
 
 
-def tf_dropout(inputs, rate, noise_shape, seed):
-    """Keras' TensorFlow dropout (`keras.src.backend.tensorflow.random.dropout`) of `inputs` for the integer
-    `(2,)` `seed`, as a product by the mask both ways.
-
-    The uniforms are Keras' own (`tf.random.stateless_uniform` in the input's dtype, the seed reduced
-    modulo `2**31 - 2` as Keras reduces an int64 one), so the units kept are the same. The mask
-    `(uniform >= rate) / (1 - rate)` multiplies the input, and the gradient is the same product:
-    TensorFlow's own selects the kept units with `SelectV2` against a broadcast zero forward and
-    back, the slower kernel on a CPU. A None in `noise_shape` takes the input's size.
-    """
-    import tensorflow as tf
-
-    seed = tf.convert_to_tensor(seed)
-    if seed.dtype != tf.int32:
-        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-    shape = tf.shape(inputs)
-    if noise_shape is not None:
-        shape = [shape[axis] if size is None else size for axis, size in enumerate(noise_shape)]
-    keep = tf.random.stateless_uniform(shape, seed=seed, dtype=inputs.dtype) >= rate
-    mask = tf.cast(keep, inputs.dtype) * tf.constant(1.0 / (1.0 - rate), inputs.dtype)
-
-    @tf.custom_gradient
-    def dropped(x):
-        return x * mask, lambda upstream: upstream * mask
-
-    return dropped(inputs)
-
-
 def affine(x, kernel, bias=None, contracted_axes=1):
     """`x`'s last `contracted_axes` axes contracted with `kernel`'s first as many, plus `bias`.
 

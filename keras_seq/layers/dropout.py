@@ -1,4 +1,4 @@
-"""Dropout (Srivastava et al., 2014) with Keras' masks, faster under JAX, on TensorFlow and on torch's CPU."""
+"""Dropout (Srivastava et al., 2014) with Keras' masks, drawn faster under JAX and on torch's CPU."""
 
 import keras
 
@@ -7,8 +7,7 @@ from keras_seq import _backend
 
 @keras.saving.register_keras_serializable(package="keras_seq")
 class Dropout(keras.layers.Dropout):
-    """`keras.layers.Dropout`, giving the same outputs for the same seed, faster under JAX, on TensorFlow and on
-    torch's CPU.
+    """`keras.layers.Dropout`, giving the same outputs for the same seed, faster under JAX and on torch's CPU.
 
     Keras' JAX backend draws the mask with `jax.random.bernoulli`, whose Threefry
     rounds JAX lowers on a CPU as a loop that writes whole arrays out at every turn.
@@ -16,19 +15,15 @@ class Dropout(keras.layers.Dropout):
     XLA fuses into one kernel. Without a seed, Keras' torch backend drops out with
     `torch.nn.functional.dropout` from PyTorch's global generator; on a CPU this draws
     from the same generator a uniform per unit, kept where it is at least the rate
-    (`_backend.torch_cpu_dropout`), which is faster. On TensorFlow the same uniforms
-    make a mask that multiplies the input and its gradient, in place of Keras' selects
-    (`_backend.tf_dropout`). Elsewhere (a seeded layer on torch, another default
-    generator or 64-bit floats under JAX) this is Keras' layer unchanged. Arguments and
-    call as `keras.layers.Dropout`.
+    (`_backend.torch_cpu_dropout`), which is faster. Elsewhere (TensorFlow, a seeded
+    layer on torch, another default generator or 64-bit floats under JAX) this is
+    Keras' layer unchanged. Arguments and call as `keras.layers.Dropout`.
     """
 
     def call(self, inputs, training=False):
         if training and 0 < self.rate < 1:
             if _backend.fused_threefry_available():
                 return _backend.threefry_dropout(inputs, self.rate, self.noise_shape, self.seed_generator.next())
-            if keras.backend.backend() == "tensorflow":
-                return _backend.tf_dropout(inputs, self.rate, self.noise_shape, self.seed_generator.next())
             if self.seed is None and self.noise_shape is None and _backend.is_torch_on_the_cpu(inputs):
                 return _backend.torch_cpu_dropout(inputs, self.rate)
         return super().call(inputs, training=training)
