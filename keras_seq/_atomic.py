@@ -24,14 +24,14 @@ def replaced_atomically(path):
     """
     directory, name = os.path.split(os.path.abspath(path))
     temporary = os.path.join(directory, f".partial-{os.getpid()}-{name}")
-    _remove(temporary)
+    remove(temporary)
     try:
         yield temporary
         flush_to_disk(temporary)
         if os.path.isdir(temporary) and os.path.isdir(path):
             # A folder cannot be renamed over a non-empty one: move the old one aside first.
             old = os.path.join(directory, f".old-{os.getpid()}-{name}")
-            _remove(old)
+            remove(old)
             os.replace(path, old)
             os.replace(temporary, path)
             shutil.rmtree(old)
@@ -39,7 +39,7 @@ def replaced_atomically(path):
             os.replace(temporary, path)
         flush_to_disk(directory, files=False)
     except BaseException:
-        _remove(temporary)
+        remove(temporary)
         raise
 
 
@@ -76,10 +76,11 @@ def remove_leftovers(directory):
     """Delete what killed writers left in `directory` (their `.partial-*` and `.old-*` copies)."""
     for name in os.listdir(directory):
         if name.startswith((".partial-", ".old-")):
-            _remove(os.path.join(directory, name))
+            remove(os.path.join(directory, name))
 
 
-def _remove(path):
+def remove(path):
+    """Delete a file or a folder, if there."""
     if os.path.isdir(path):
         shutil.rmtree(path)
     elif os.path.lexists(path):

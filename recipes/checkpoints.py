@@ -80,6 +80,17 @@ def load(directory, name):
     raise Unreadable("; ".join(problems))
 
 
+def recorded_state(directory):
+    """The `state.json` of the newest checkpoint in `directory` that has one (`{}` if none), without its model."""
+    for folder in (CHECKPOINT, PREVIOUS):
+        try:
+            with open(os.path.join(directory, folder, STATE), encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            continue
+    return {}
+
+
 def _read(path):
     state_path, model_path = os.path.join(path, STATE), os.path.join(path, MODEL)
     if not os.path.isdir(path):
@@ -107,17 +118,18 @@ class RunCheckpoint(keras.callbacks.Callback):
     each epoch, every `--checkpoint-every` seconds within one, and on SIGINT or SIGTERM, so
     `--resume` continues at the next batch with nothing lost or repeated.
 
-    The data position is the number of steps taken: step `s` is batch `s % N` of epoch
-    `s // N` (`N` batches an epoch), and each epoch's order is fixed by the seed. A signal
+    The state records the data position of the next batch (`position()`: the data's epoch and
+    batch, whose order the seed fixes), the steps taken and the data's digest (`digest`, None
+    for data held in memory), so `--resume` starts there and refuses other data. A signal
     saves at the next batch or epoch end, prints one line and exits with 128 + its number
     (130, 143); a second one exits at once (every write is atomic, nothing is left torn).
     Weights that are not all finite are never saved (`NonFiniteGuard` rolls them back).
     """
 
-    def __init__(self, args, history, budget, steps_per_epoch, validation=None):
+    def __init__(self, args, history, budget, position, digest=None, validation=None):
         super().__init__()
         self.args, self.history, self.budget, self.validation = args, history, budget, validation
-        self.steps_per_epoch = steps_per_epoch
+        self.position, self.digest = position, digest
         self._signal, self._handlers = None, {}
 
     def on_train_begin(self, logs=None):
@@ -161,9 +173,9 @@ class RunCheckpoint(keras.callbacks.Callback):
 
     def save(self):
         """Write the checkpoint (unless a weight is not finite); returns its state."""
-        epoch, batch = divmod(self.budget.spent_steps, self.steps_per_epoch)
-        state = {"epoch": epoch, "batch": batch, "steps": self.budget.spent_steps, "history": self.history,
-                 "seconds": self.budget.elapsed()}
+        epoch, batch = self.position()
+        state = {"epoch": int(epoch), "batch": int(batch), "steps": self.budget.spent_steps, "history": self.history,
+                 "seconds": self.budget.elapsed(), "data_digest": self.digest}
         if self.validation is not None and self.validation.best is not None:
             state["validation"] = {"best": self.validation.best, "without_gain": self.validation.evaluations_without_gain}
         weights = self.model.get_weights()

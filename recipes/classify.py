@@ -19,7 +19,7 @@ import tensorflow as tf
 
 import keras_seq as ks
 from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
-from recipes import common
+from recipes import common, training_data
 
 # The label of the rows that pad a batch into equal parts for the devices (recipes/devices.py: rows_padded_to_multiple).
 NO_LABEL = -1
@@ -109,7 +109,7 @@ def run(args):
 
     score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["accuracy"], ignored_label=NO_LABEL)
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
+        args, build_and_compile, training_data.InMemoryBatches(batches, args.seed), None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="accuracy", ignored_label=NO_LABEL,
     )
     classifier = common.export_and_load(args, "classify", vocab, labels=labels, sequence_length=length)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import time
 
 import keras
 import numpy as np
@@ -37,8 +38,10 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
-# The epoch limit of a run that trains to a time budget alone.
+# The limit of Keras epochs (validation periods) of a run that trains to a time budget alone.
 MAX_EPOCHS = 1000
+# Steps between validations (and epoch-end checkpoints) when the data's epoch is longer.
+LONGEST_PERIOD = 1000
 
 
 def parser(name, description, data_help, model_defaults, default_model, epochs, batch_size, max_seconds=None):
@@ -68,7 +71,12 @@ def parser(name, description, data_help, model_defaults, default_model, epochs, 
     )
     training.add_argument(
         "--max-seconds", type=float, metavar="S",
-        help=f"train for S seconds of wall time (alone: no epoch limit, up to {MAX_EPOCHS}; with neither flag: {default_budget})",
+        help=f"train for S seconds of wall time (alone: no epoch limit; with none of --epochs, --max-seconds and "
+             f"--max-steps: {default_budget})",
+    )
+    training.add_argument(
+        "--max-steps", type=int, metavar="N",
+        help="train for N steps (batches); with several processes the budget they agree on (their clocks differ)",
     )
     p.set_defaults(default_epochs=epochs, default_seconds=max_seconds, recipe=name)
     training.add_argument("--batch-size", type=int, default=batch_size, help="examples per training batch")
@@ -112,13 +120,16 @@ def add_validation_flags(p, score, warmup):
     p.add_argument("--average-last", type=int, default=1, metavar="K",
                    help=f"at the end, average the weights of the last K validations and keep them if their {score} is as good")
     p.add_argument("--validate-every", type=float, metavar="S",
-                   help="also validate within an epoch once S seconds have passed since the last validation (long epochs)")
+                   help="also validate once S seconds have passed since the last validation")
+    p.add_argument("--validate-every-steps", type=int, metavar="N",
+                   help=f"validate (and checkpoint) every N steps (default: after each pass over the data, at most every "
+                        f"{LONGEST_PERIOD} steps)")
 
 
 def check_arguments(args):
     """Reject values argparse lets through (type is right, value is not)."""
     for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size", "validate_sentences", "average_last", "patience",
-                 "max_nan", "model_parallel"):
+                 "max_nan", "model_parallel", "max_steps", "validate_every_steps", "batch_tokens", "vocab_sample"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {value}")
@@ -129,7 +140,7 @@ def check_arguments(args):
     for flag, value in args.model_defaults[args.model].items():
         if getattr(args, flag) is None:
             setattr(args, flag, value)
-    if args.epochs is None and args.max_seconds is None:
+    if args.epochs is None and args.max_seconds is None and args.max_steps is None:
         args.epochs, args.max_seconds = args.default_epochs, args.default_seconds
     if (args.train is None) != (args.valid is None):
         raise UsageError("--train and --valid: expected both files or neither")
@@ -146,7 +157,9 @@ def main(name, run, parse, argv=None):
     take, naming the argument); `--traceback` lets it propagate with its traceback.
     A process of a multi-process run leaves through `_leave_joined_run` instead.
     """
+    started = time.monotonic()
     args = parse(argv)
+    args.started = started
     try:
         return _checked_run(name, run, args)
     except BaseException as error:
@@ -267,40 +280,41 @@ def vocabularies(args, build):
     return result
 
 
-def train(args, build_and_compile, batches, valid, learning_rate=None, score=None, monitor=None, mode="max",
+def train(args, build_and_compile, data, valid, learning_rate=None, score=None, monitor=None, mode="max",
           ignored_label=0, model_sizes=None):
     """Build (or resume) and fit a model; returns `(model, history, training seconds, validation)`.
 
-    `build_and_compile(steps_per_epoch)` returns a compiled model; `batches(seed,
-    first_epoch, epochs)` the training batches (one epoch when `seed` is None);
-    `valid` the validation batches (None: none for `fit`, e.g. when `score` evaluates
-    them itself). `learning_rate=(peak, warmup share)` sets the
-    optimizer's rate from the budget spent (`WarmupLinearDecay`); `score(model) ->
-    {name: value}` validates after each epoch, keeping the best weights by `monitor`
-    (`mode` "max" or "min": which way is better; `BestByValidation`, returned as
+    `build_and_compile(steps_per_epoch)` returns a compiled model; `data` the training batches
+    (`training_data.PreparedBatches` or `InMemoryBatches`); `valid` the validation batches (None:
+    none for `fit`, e.g. when `score` evaluates them itself). `learning_rate=(peak, warmup share)`
+    sets the optimizer's rate from the budget spent (`WarmupLinearDecay`); `score(model) ->
+    {name: value}` validates after each period (`validation_period`), keeping the best weights by
+    `monitor` (`mode` "max" or "min": which way is better; `BestByValidation`, returned as
     `validation`; None without `score`). `ignored_label` is a target the loss leaves out (the
     targets of the rows that pad a batch into equal parts for the devices); `model_sizes`
     allows `--model-parallel` (`distribution_scope`).
+
+    Keras' epochs are validation periods, not passes over the data: a checkpoint records the
+    data position (epoch and batch of the data) and the steps taken, and `--resume` starts
+    the data there without reading the batches before.
     """
     import tensorflow as tf
 
     from keras_seq import training
     from keras_seq.data import pipeline
 
-    steps_per_epoch = pipeline.count_batches(batches(None, 0, 1))
     if valid is not None:
         # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
         valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
     with devices.distribution_scope(args, model_sizes):  # a resumed model too: its variables are placed as a new one's
         model, state, best_weights = resume_state(args)
         if model is None:
-            model = build_and_compile(steps_per_epoch)
+            model = build_and_compile(data.steps_per_epoch)
     if valid is not None:
         valid = devices.fed_batches(valid, ignored_label)
-    epochs = args.epochs or MAX_EPOCHS
-    budget = training.TrainingBudget(
-        args.max_seconds, args.epochs and args.epochs * steps_per_epoch, state["seconds"], state.get("steps", 0)
-    )
+    period = validation_period(args, data.steps_per_epoch)
+    total_steps = args.max_steps or (args.epochs and args.epochs * data.steps_per_epoch)
+    budget = training.TrainingBudget(args.max_seconds, total_steps, state["seconds"], state.get("steps", 0))
     callbacks = [budget, training.NonFiniteGuard(args.max_nan, args.recipe)]  # before anything saves the model
     if learning_rate is not None:
         callbacks.append(training.WarmupLinearDecay(budget, *learning_rate))
@@ -316,23 +330,26 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
             validation.best_weights = _weights_in(model, best_weights)
             shutil.copyfile(best_weights, os.path.join(args.output_dir, checkpoints.BEST_WEIGHTS))  # the checkpoint's, not a later one
         callbacks.append(validation)
-    checkpoint = checkpoints.RunCheckpoint(args, state["history"], budget, steps_per_epoch, validation)
-    callbacks += [checkpoint, keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False)]
-    # Resume at the data position of the steps taken: after a stop within an epoch, Keras' epochs
-    # end `batch` steps later than the data's, so every batch is still seen once, in order.
-    first_epoch, skipped = divmod(budget.spent_steps, steps_per_epoch)
+    start, start_steps = (state.get("epoch", 0), state.get("batch", 0)), budget.spent_steps
+    checkpoint = checkpoints.RunCheckpoint(
+        args, state["history"], budget, lambda: data.position_after(start, budget.spent_steps - start_steps), data.digest,
+        validation,
+    )
+    callbacks += [checkpoint, FirstStepClock(args.recipe, args.started),
+                  keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False)]
+    periods = MAX_EPOCHS if total_steps is None else -(-total_steps // period)
+    first_period = budget.spent_steps // period
+    batches = _fed(args, data, start, ignored_label)
     if args.workers_strategy is not None:
         from recipes import multi_worker
 
-        multi_worker.prepare_fit(model, devices.fed_batches(batches(None, 0, 1), ignored_label))
-    if first_epoch < epochs and budget.fraction() < 1.0:
+        multi_worker.prepare_fit(model, devices.fed_batches(data.one_batch(), ignored_label, local=data.local))
+    if first_period < periods and budget.fraction() < 1.0:
         try:
             model.fit(
-                # repeat(): Keras may look one batch past the last epoch; it is never trained on.
-                devices.fed_batches(batches(args.seed, first_epoch, epochs).skip(skipped).repeat(), ignored_label),
-                validation_data=valid, epochs=epochs,
-                initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch, callbacks=callbacks, shuffle=False,
-                verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per epoch in a log
+                batches, validation_data=valid, epochs=periods, initial_epoch=first_period, steps_per_epoch=period,
+                callbacks=callbacks, shuffle=False,
+                verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per period in a log
             )
         except Exception as error:
             if args.num_processes == 1 or not devices.lost_process(error):  # bad input: said as it is
@@ -343,6 +360,10 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
                               f"is gone or failed ({type(error).__name__}: {first_line})") from error
         finally:
             checkpoint.restore_signal_handlers()  # also when fit ends by an exception or a signal's exit
+    read = data.read()
+    if read is not None and args.num_processes > 1:
+        print(f"{args.recipe}: process {args.process_id} of {args.num_processes} read {read['rows']:,} rows "
+              f"({read['bytes']:,} bytes) of the prepared data", flush=True)
     history = state["history"]
     if validation is not None and validation.chosen != "last" and not args.process_id:
         print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
@@ -354,6 +375,46 @@ def train(args, build_and_compile, batches, valid, learning_rate=None, score=Non
     if history:
         plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
     return model, history, budget.elapsed(), validation
+
+
+class FirstStepClock(keras.callbacks.Callback):
+    """Prints once how long the run took from its start to its first training step (data preparation,
+    model build and compilation included): what a user waits before training, and again on --resume."""
+
+    def __init__(self, recipe, started):
+        super().__init__()
+        self.recipe, self.started, self.shown = recipe, started, False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.shown:
+            self.shown = True
+            print(f"{self.recipe}: first training step done {time.monotonic() - self.started:.1f} s after the start", flush=True)
+
+
+def validation_period(args, steps_per_epoch):
+    """Steps of one Keras epoch: `--validate-every-steps`, else a pass over the data up to `LONGEST_PERIOD`
+    (an epoch of millions of pairs takes hours: validation, best weights and checkpoints don't wait for it)."""
+    return args.validate_every_steps or min(steps_per_epoch, LONGEST_PERIOD)
+
+
+def check_resumed_data(args, digest):
+    """On --resume, refuse data other than the checkpoint's (by the prepared data's `digest`), before preparing any."""
+    if not args.resume:
+        return
+    recorded = checkpoints.recorded_state(args.shared_dir).get("data_digest")
+    if recorded is not None and recorded != digest:
+        raise UsageError(f"--resume: expected the data and flags the checkpoint in {args.shared_dir} was trained on "
+                         f"(prepared digest {recorded[:12]}), got others (digest {digest[:12]}); give the same files and "
+                         "flags, or a new --output-dir")
+
+
+def _fed(args, data, position, ignored_label):
+    """What `fit` reads: this process's batches from `position` (a `DistributedDataset` on TensorFlow's workers)."""
+    batches = data.dataset(position)
+    if args.workers_strategy is not None and data.local:
+        # Each worker's batches are already its own rows: one replica a worker takes them whole.
+        return args.workers_strategy.distribute_datasets_from_function(lambda context: batches)
+    return devices.fed_batches(batches, ignored_label, local=data.local)
 
 
 def evaluated(valid, name, of_logs, ignored_label=0):

@@ -75,8 +75,20 @@ def _check_step_budget(args):
     S seconds would follow each process's own clock, and a process left alone in a collective waits forever."""
     for flag, value in (("--max-seconds", args.max_seconds), ("--validate-every", args.validate_every)):
         if value is not None:
-            raise UsageError(f"{flag} {value:g} with {args.num_processes} processes: expected a budget in epochs "
-                             "(--epochs N alone), which every process ends at the same step")
+            raise UsageError(f"{flag} {value:g} with {args.num_processes} processes: expected a budget in steps or "
+                             "epochs (--max-steps N or --epochs N, and --validate-every-steps), which every process "
+                             "ends at the same step")
+
+
+def data_parallel_parts(args):
+    """Into how many equal parts a batch is split across processes and their devices (1 for one process)."""
+    if args.num_processes == 1:
+        return 1
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.device_count()
+    return args.num_processes  # TensorFlow's workers: one replica each
 
 
 def _tensorflow_workers(args):
@@ -118,13 +130,15 @@ def leave_processes(args, model_path):
     return keras.saving.load_model(model_path)
 
 
-def fed_batches(batches, ignored_label):
+def fed_batches(batches, ignored_label, local=False):
     """What this process feeds `fit` or `evaluate` of `batches`. On JAX: each batch padded into equal parts
     for the devices (`rows_padded_to_multiple`), then this process's rows of it when there are several
     processes. On TensorFlow: the batches with tf.data's `DATA` sharding, which under a
     `MultiWorkerMirroredStrategy` gives each worker its rows of every global batch (and does nothing
-    otherwise)."""
+    otherwise). `local`: the batches are already this process's own equal part (read so), fed as they are."""
     count, index = 1, 0
+    if local:
+        return batches
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import keras_seq as ks
 from keras_seq.data import alice_text, corpora, loaders, pipeline, text
-from recipes import common
+from recipes import common, training_data
 
 # Model family -> its defaults of the flags that depend on it.
 MODELS = {"lstm": {"learning_rate": 3e-3}, "transformer": {"learning_rate": 2e-3}}
@@ -136,7 +136,7 @@ def run(args):
 
     score = common.evaluated(batches(None, 0, 1, valid_rows), "perplexity", lambda logs: math.exp(logs["loss"]))
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
+        args, build_and_compile, training_data.InMemoryBatches(batches, args.seed), None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="perplexity", mode="min",
         model_sizes=dict(num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim, vocabulary_sizes=[len(vocab["text"])])
         if args.model == "transformer" else None,

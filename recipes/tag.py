@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import keras_seq as ks
 from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
-from recipes import common
+from recipes import common, training_data
 
 # Model family -> its defaults of the flags that depend on it.
 MODELS = {"bilstm": {"learning_rate": 3e-3}}
@@ -93,7 +93,7 @@ def run(args):
 
     score = common.evaluated(batches(None, 0, 1, valid), "accuracy", lambda logs: logs["masked_accuracy"])
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, None, learning_rate=(args.learning_rate, args.warmup),
+        args, build_and_compile, training_data.InMemoryBatches(batches, args.seed), None, learning_rate=(args.learning_rate, args.warmup),
         score=score, monitor="accuracy",
     )
     tagger = common.export_and_load(args, "tag", vocab, tags=tags, sequence_length=length)

@@ -16,7 +16,9 @@ translated best on real data within the budget (benchmarks/RESULTS.md).
     python -m recipes.translate --tfds ted_hrlr_translate/pt_to_en --max-seconds 3600
 """
 
+import hashlib
 import importlib.util
+import json
 import os
 import time
 
@@ -25,9 +27,10 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import corpora, loaders, phrasebook, pipeline, text
+from keras_seq.data import batch_plan, corpora, loaders, phrasebook, pipeline, prepared, preparation, text
+from keras_seq.data.subword import vocabulary_from_config
 from keras_seq.metrics.copy_rate import copy_rate
-from recipes import common
+from recipes import common, devices, training_data
 
 # Model family -> its defaults of the flags that depend on it. The GRU's width and dropout and the
 # Transformer's peak rate were chosen by sweeps on real data (benchmarks/RESULTS.md).
@@ -50,6 +53,11 @@ DATA = {
 SUBWORD_SIZE, WORD_SIZE = 4000, 8000
 # Subword regularization: training pairs are encoded this many times with drawn splits, read in turn by epoch.
 SAMPLED_SPLITS = 8
+# Pairs whose longer side has more than this many times the characters of the shorter are left out (misaligned
+# lines); the ratio of Moses' clean-corpus-n.perl, which counts words.
+MAX_RATIO = 9.0
+# Sentences the vocabulary is trained on at most (a seeded sample of the pairs, both sides).
+VOCAB_SAMPLE = 1_000_000
 # Sources and predictions are decoded in chunks of this many sentences (one compiled shape).
 DECODE_BATCH = 100
 
@@ -74,6 +82,13 @@ def parse(argv=None):
     p.add_argument("--separate-vocabularies", action="store_true",
                    help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)")
     p.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out")
+    p.add_argument("--batch-tokens", type=int, metavar="N",
+                   help="batches of at most N padded tokens (rows x width) instead of --batch-size examples")
+    p.add_argument("--vocab-sample", type=int, default=VOCAB_SAMPLE, metavar="N",
+                   help="sentences (of a seeded sample of the training pairs, both sides) the vocabulary is trained on")
+    p.add_argument("--prepared-dir", metavar="DIR",
+                   help="where the prepared training data is kept, by a digest of the data and the flags that shape it "
+                        "(default: OUTPUT_DIR/prepared); a rerun, --resume and every process reuse it")
     p.add_argument("--hidden-dim", type=int, help="model width (Transformer d_model, RNN units and embeddings; default: "
                    + ", ".join(f"{m} {d['hidden_dim']}" for m, d in MODELS.items()) + ")")
     p.add_argument("--layers", type=int, default=2, help="Transformer blocks in the encoder and in the decoder")
@@ -99,16 +114,86 @@ def parse(argv=None):
     return p.parse_args(argv)
 
 
-def load_pairs(args):
-    """`(train, valid)` lists of (source, target) strings from the chosen data path; training pairs cleaned."""
-    train, valid = common.load_splits(args, "translate", loaders.read_parallel_tsv, DATA)
-    train, dropped = loaders.clean_parallel(train[: args.max_examples])
-    if not train:
-        raise common.UsageError("training data: expected some usable pairs, got none after cleaning")
-    dropped = ", ".join(f"{count} {reason.replace('_', ' ')}" for reason, count in dropped.items() if count)
-    if dropped:
-        print(f"translate: training pairs left out: {dropped}")
-    return train, valid
+def training_records(args):
+    """`(records, digest, valid pairs)`: `records()` yields the training pairs one at a time (the --train
+    file or the --tfds split streamed, or the embedded set), `digest` names their content."""
+    if args.train:
+        records = lambda: loaders.streamed_parallel_tsv(args.train)
+        next(records(), None)  # a missing or unreadable file fails here, before any work
+        return records, preparation.file_digest(args.train), loaders.read_parallel_tsv(args.valid)
+    if args.tfds:
+        builder, valid_split = loaders.tfds_builder(args.tfds, "translate", data_dir=args.tfds_data_dir)
+        return (lambda: loaders.tfds_pairs(builder, "train")), f"tfds {builder.info.full_name}", \
+            list(loaders.tfds_pairs(builder, valid_split))
+    train, valid = DATA[args.data]()
+    return (lambda: iter(train)), preparation.records_digest(train), valid
+
+
+def preparation_key(args, digest):
+    """A digest of the training data and of every flag that shapes its prepared form."""
+    settings = {name: getattr(args, name) for name in ("vocabulary", "vocab_size", "subword_model", "separate_vocabularies",
+                                                       "lowercase", "max_length", "vocab_sample", "max_examples",
+                                                       "subword_sampling")}
+    if args.subword_sampling:
+        settings["seed"] = args.seed  # seeds the drawn splits
+    text = json.dumps({"data": digest, "format": prepared.FORMAT, "settings": settings}, sort_keys=True)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def prepared_pairs(args):
+    """`(prepared training pairs, vocabularies, valid pairs, key)`: the training data prepared once
+    (`keras_seq.data.preparation`) and reused by a rerun, `--resume` and every process."""
+    records, digest, valid = training_records(args)
+    key = preparation_key(args, digest)
+    common.check_resumed_data(args, key)
+    folder = preparation.prepared_folder(args.prepared_dir or os.path.join(args.shared_dir, "prepared"), key)
+    if prepared.read_manifest(folder) is not None:
+        print(f"translate: reusing the training data prepared in {folder}")
+        data = prepared.Prepared(folder)
+    elif args.process_id:
+        data = preparation.wait_for(folder, "translate")
+    else:
+        data = preparation.prepare(
+            folder, records, "translate", lambda sample: _vocabularies_of(args, sample),
+            lambda chunk, vocab, variant: encoded_chunk(args, chunk, vocab, variant), ("source", "target"),
+            lambda vocab: max(len(vocab["source"]), len(vocab["target"])), args.vocab_sample // 2, seed=0,
+            max_ratio=MAX_RATIO, max_records=args.max_examples, variants=SAMPLED_SPLITS if args.subword_sampling else 1,
+        )
+    configs = data.manifest["vocabularies"]
+    made = {}  # equal configs (a joint vocabulary) give one object
+    vocab = common.vocabularies(args, lambda: {name: made.setdefault(json.dumps(config, sort_keys=True),
+                                                                     vocabulary_from_config(config))
+                                               for name, config in configs.items()})
+    return data, vocab, valid, key
+
+
+def _vocabularies_of(args, sample):
+    vocab = build_vocabularies(args, sample)
+    return {name: vocabulary.get_config() for name, vocabulary in vocab.items()}, vocab
+
+
+def encoded_chunk(args, chunk, vocab, variant):
+    """`({column: (flat ids, lengths)}, rows kept)` of a chunk of pairs: the best split, or with
+    --subword-sampling a split drawn anew for each `variant` (a drawn row past the model's
+    longest keeps its best split); rows past --max-length are left out."""
+    source, target = encoded(chunk, vocab)
+    keep = (source.row_lengths() <= args.max_length).numpy() & (target.row_lengths() <= args.max_length + 2).numpy()
+    columns = [source, target]
+    if args.subword_sampling:
+        texts = [[pair[index] for pair in chunk] for index in (0, 1)]
+        longest = pipeline.bucket_edges(args.max_length + 2)[-1]
+        for index, side in enumerate(("source", "target")):
+            drawn = vocab[side].sample(texts[index], args.subword_sampling, seed=args.seed * 1000 + 2 * variant + index,
+                                       add_start=index == 1, add_end=index == 1)
+            columns[index] = _rows_where(drawn.row_lengths() <= longest, drawn, columns[index])
+    return {name: (ids.flat_values.numpy(), ids.row_lengths().numpy()) for name, ids in zip(("source", "target"), columns)}, keep
+
+
+def _rows_where(condition, when_true, when_false):
+    """The rows of ragged `when_true` where `condition` holds, else those of `when_false`."""
+    rows = tf.range(tf.shape(condition)[0], dtype=tf.int64)
+    chosen = tf.where(condition, rows, rows + tf.shape(condition, out_type=tf.int64)[0])
+    return tf.gather(tf.concat([when_true, when_false], 0), chosen)
 
 
 def build_vocabularies(args, train_pairs):
@@ -232,31 +317,20 @@ def run(args):
                                 f"got {args.subword_sampling:g} with --vocabulary {args.vocabulary}")
     if args.vocab_size is None:
         args.vocab_size = SUBWORD_SIZE if args.vocabulary == "subword" else WORD_SIZE
-    train_pairs, valid_pairs = load_pairs(args)
-    vocab = common.vocabularies(args, lambda: build_vocabularies(args, train_pairs))
-    source, target, kept, dropped = training_ids(train_pairs, vocab, args.max_length)
-    longest = int(tf.maximum(tf.reduce_max(source.row_lengths()), tf.reduce_max(target.row_lengths())))
-    variants = 1
-    if args.subword_sampling:
-        source, target = sampled_splits((source, target), kept, vocab, args.subword_sampling, args.seed)
-        variants = SAMPLED_SPLITS
+    data, vocab, valid_pairs, key = prepared_pairs(args)
     # Batches are padded at most to the largest bucket edge: the model's lengths.
-    length = pipeline.bucket_edges(longest)[-1]
-    sizes = f"one joint {args.vocabulary} vocabulary of {len(vocab['source'])}" if vocab["source"] is vocab["target"] else (
-        f"{args.vocabulary} vocabularies {len(vocab['source'])} / {len(vocab['target'])}")
-    budget = " and ".join(f for f in (args.epochs and f"{args.epochs} epochs", args.max_seconds and f"{args.max_seconds:g} s") if f)
-    print(
-        f"translate: {len(train_pairs) - dropped} training pairs ({dropped} longer than {args.max_length} tokens left out), "
-        f"{len(valid_pairs)} valid; {sizes}; training for {budget}; backend {keras.backend.backend()}"
-    )
+    length = pipeline.bucket_edges(data.longest)[-1]
+    print(f"translate: {data.rows:,} training pairs{_left_out(data.manifest['left_out'])}, {len(valid_pairs)} valid; "
+          f"{_sizes(args, vocab)}; training for {_budget(args)}; backend {keras.backend.backend()}")
     valid_source, valid_target = encoded(valid_pairs, vocab)
     valid = {"source": valid_source[:, :length], "target": valid_target[:, :length]}
-
-    def batches(seed, first_epoch, epochs, features=None):
-        if features is None:  # the training pairs
-            return pipeline.padded_batches({"source": source, "target": target}, args.batch_size, longest, teacher_forcing,
-                                           seed, first_epoch, epochs, variants)
-        return pipeline.padded_batches(features, args.batch_size, longest, teacher_forcing, seed, first_epoch, epochs)
+    plan = batch_plan.BatchPlan(
+        data.lengths, data.rows, args.seed, data.longest, batch_size=None if args.batch_tokens else args.batch_size,
+        batch_tokens=args.batch_tokens, pad_to_edges=pipeline.pads_to_edges(), variants=data.variants,
+        parts=devices.data_parallel_parts(args),
+    )
+    batches = training_data.PreparedBatches(data, plan, teacher_forcing, key, args.process_id, args.num_processes)
+    valid_batches = pipeline.padded_batches(valid, args.batch_size, data.longest, teacher_forcing)
 
     def build_and_compile(steps_per_epoch):
         model = build_model(args, vocab, length, length)
@@ -268,7 +342,7 @@ def run(args):
         model_sizes = dict(num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim,
                            vocabulary_sizes=sorted({len(vocab["source"]), len(vocab["target"])}))
     model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, batches(None, 0, 1, valid),
+        args, build_and_compile, batches, valid_batches,
         learning_rate=(args.learning_rate, args.warmup),
         score=validation_score(vocab, valid_pairs, args.validate_sentences, length), monitor="bleu", model_sizes=model_sizes,
     )
@@ -323,35 +397,20 @@ def run(args):
     return metrics
 
 
-def training_ids(train_pairs, vocab, max_length):
-    """Source and target ids (ragged) of the pairs within `max_length` tokens, the pairs kept, and how many were left out."""
-    source, target = encoded(train_pairs, vocab)
-    keep = tf.logical_and(source.row_lengths() <= max_length, target.row_lengths() <= max_length + 2)
-    dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
-    source, target = tf.ragged.boolean_mask(source, keep), tf.ragged.boolean_mask(target, keep)
-    if source.nrows() == 0:
-        raise common.UsageError(f"--max-length: expected some training pairs of at most {max_length} tokens, got none")
-    kept = [pair for pair, k in zip(train_pairs, keep.numpy()) if k]
-    return source, target, kept, dropped
+def _left_out(counts):
+    said = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in counts.items() if count)
+    return f" ({said} left out)" if said else ""
 
 
-def sampled_splits(best, pairs, vocab, alpha, seed, splits=SAMPLED_SPLITS):
-    """`splits` encodings of `pairs`, one block after the other, each pair's subwords drawn anew
-    (`SubwordVocabulary.sample`). A pair whose draw is longer than the longest best split (`best`:
-    the `(source, target)` of `training_ids`, which set the model's lengths) keeps its best split.
-    Every block has as many batches per epoch (`padded_batches` counts examples, not lengths), so
-    a step count is a data position on `--resume`."""
-    longest = tf.reduce_max(tf.concat([ids.row_lengths() for ids in best], 0))
-    texts = [[pair[index] for pair in pairs] for index in (0, 1)]
-    rows = tf.range(len(pairs), dtype=tf.int64)
-    blocks = []
-    for split in range(splits):
-        drawn = [vocab[side].sample(texts[index], alpha, seed=seed * 1000 + 2 * split + index, add_start=index == 1,
-                                    add_end=index == 1) for index, side in enumerate(("source", "target"))]
-        too_long = tf.reduce_max(tf.stack([ids.row_lengths() for ids in drawn]), axis=0) > longest
-        chosen = tf.where(too_long, rows + len(pairs), rows)
-        blocks.append([tf.gather(tf.concat([d, b], 0), chosen) for d, b in zip(drawn, best)])
-    return tf.concat([block[0] for block in blocks], 0), tf.concat([block[1] for block in blocks], 0)
+def _sizes(args, vocab):
+    if vocab["source"] is vocab["target"]:
+        return f"one joint {args.vocabulary} vocabulary of {len(vocab['source'])}"
+    return f"{args.vocabulary} vocabularies {len(vocab['source'])} / {len(vocab['target'])}"
+
+
+def _budget(args):
+    return " and ".join(f for f in (args.epochs and f"{args.epochs} epochs", args.max_steps and f"{args.max_steps} steps",
+                                    args.max_seconds and f"{args.max_seconds:g} s") if f)
 
 
 def translate_all(translator, sources, batch_size=256):

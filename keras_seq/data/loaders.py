@@ -1,6 +1,7 @@
 """Readers for the recipes' three data paths: the user's files, TensorFlow Datasets, and
-the embedded defaults. Each returns plain Python lists, which `keras_seq.data.pipeline`
-turns into one `tf.data` pipeline whatever their origin.
+the embedded defaults. The `read_*` functions return plain Python lists, which
+`keras_seq.data.pipeline` turns into one `tf.data` pipeline whatever their origin; the
+`streamed_*` and `tfds_pairs` ones yield a record at a time, for `keras_seq.data.preparation`.
 
 File formats (UTF-8): translate `source<TAB>target`, classify `label<TAB>text`, lm plain
 text, tag `token<TAB>tag` lines with a blank line between sequences.
@@ -10,18 +11,33 @@ import os
 
 
 def _lines(path):
+    return list(_streamed_lines(path))
+
+
+def _streamed_lines(path):
+    """The file's lines one at a time (without their line ends), never the whole file in memory."""
     if not os.path.isfile(path):
         raise ValueError(f"data file {path!r}: expected an existing file, got no such file.")
-    try:
-        with open(path, encoding="utf-8-sig") as f:  # -sig: a byte order mark (Windows editors) is not text
-            return f.read().splitlines()
-    except UnicodeDecodeError as error:
-        raise ValueError(f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start}.") from None
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if number == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")  # a byte order mark (Windows editors) is not text
+            try:
+                yield line.rstrip(b"\r\n").decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start} of "
+                                 f"line {number}.") from None
 
 
 def _two_columns(path, names, allow_empty=False):
-    rows = []
-    for number, line in enumerate(_lines(path), 1):
+    rows = list(_streamed_two_columns(path, names, allow_empty))
+    if not rows:
+        raise ValueError(f"data file {path!r}: expected `{names[0]}<TAB>{names[1]}` lines, got no example.")
+    return rows
+
+
+def _streamed_two_columns(path, names, allow_empty=False):
+    for number, line in enumerate(_streamed_lines(path), 1):
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -30,10 +46,7 @@ def _two_columns(path, names, allow_empty=False):
                 f"data file {path!r} line {number}: expected `{names[0]}<TAB>{names[1]}`"
                 f"{'' if allow_empty else ' with both non-empty'}, got {line[:80]!r}."
             )
-        rows.append((fields[0].strip(), fields[1].strip()))
-    if not rows:
-        raise ValueError(f"data file {path!r}: expected `{names[0]}<TAB>{names[1]}` lines, got no example.")
-    return rows
+        yield fields[0].strip(), fields[1].strip()
 
 
 def read_parallel_tsv(path):
@@ -45,6 +58,11 @@ def read_parallel_tsv(path):
     return _two_columns(path, ("source", "target"), allow_empty=True)
 
 
+def streamed_parallel_tsv(path):
+    """The `(source, target)` pairs of `read_parallel_tsv`, one at a time (for data too large to hold)."""
+    return _streamed_two_columns(path, ("source", "target"), allow_empty=True)
+
+
 def clean_parallel(pairs, max_characters=None):
     """`(kept pairs, counts of dropped pairs by reason)`: what a training split can use.
 
@@ -52,25 +70,14 @@ def clean_parallel(pairs, max_characters=None):
     pair (`duplicates`; the first is kept), and pairs with a side longer than
     `max_characters` (`too_long`). By default the limit is the larger of 400 and 8
     times the 99th-percentile side length, so a few stray lines (a whole file
-    pasted into one field, say) cannot blow up batch shapes or memory.
+    pasted into one field, say) cannot blow up batch shapes or memory. The rules are
+    those of the recipes' streamed preparation (`keras_seq.data.preparation.scan`).
     """
-    counts = {"empty": 0, "duplicates": 0, "too_long": 0}
-    seen, usable = set(), []
-    for source, target in pairs:
-        pair = (source.strip(), target.strip())
-        if not pair[0] or not pair[1]:
-            counts["empty"] += 1
-        elif pair in seen:
-            counts["duplicates"] += 1
-        else:
-            seen.add(pair)
-            usable.append(pair)
-    if max_characters is None and usable:
-        lengths = sorted(max(len(s), len(t)) for s, t in usable)
-        max_characters = max(400, 8 * lengths[int(0.99 * (len(lengths) - 1))])
-    kept = [pair for pair in usable if max_characters is None or max(map(len, pair)) <= max_characters]
-    counts["too_long"] = len(usable) - len(kept)
-    return kept, counts
+    from keras_seq.data import preparation
+
+    pairs = [(source.strip(), target.strip()) for source, target in pairs]
+    kept, counts = preparation.scan(lambda: iter(pairs), max_characters=max_characters)
+    return [pair for pair, keep in zip(pairs, kept) if keep], {reason: counts[reason] for reason in ("empty", "duplicates", "too_long")}
 
 
 def read_labelled_tsv(path):
@@ -121,6 +128,12 @@ def tfds_splits(name, task, data_dir=None, download=True):
     (`upos`, `pos_tags`, `ner_tags`, ...). The valid split is the first of
     validation, valid, dev, test that the set has.
     """
+    builder, valid_split = tfds_builder(name, task, data_dir, download)
+    return _tfds_examples(builder, "train", task), _tfds_examples(builder, valid_split, task), builder.info
+
+
+def tfds_builder(name, task, data_dir=None, download=True):
+    """`(builder, name of its valid split)` of a TensorFlow Datasets set, prepared (downloaded) when `download`."""
     import tensorflow_datasets as tfds
 
     try:
@@ -143,19 +156,26 @@ def tfds_splits(name, task, data_dir=None, download=True):
     valid_split = next((s for s in TFDS_VALID_SPLITS if s in splits), None)
     if "train" not in splits or valid_split is None:
         raise ValueError(f"--tfds {name}: expected a train split and one of {TFDS_VALID_SPLITS}, got {sorted(splits)}.")
-    return _tfds_examples(builder, "train", task), _tfds_examples(builder, valid_split, task), builder.info
+    if task in ("translate", "classify") and builder.info.supervised_keys is None:
+        raise ValueError(f"--tfds {builder.info.name}: expected supervised keys for the {task} recipe, got none.")
+    return builder, valid_split
+
+
+def tfds_pairs(builder, split):
+    """The `(source, target)` pairs of a split, one at a time, read from the prepared TFDS files."""
+    import tensorflow_datasets as tfds
+
+    for source, target in tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True)):
+        yield _decode(source), _decode(target)
 
 
 def _tfds_examples(builder, split, task):
     import tensorflow_datasets as tfds
 
     info = builder.info
-    supervised = task in ("translate", "classify")
-    if supervised and info.supervised_keys is None:
-        raise ValueError(f"--tfds {info.name}: expected supervised keys for the {task} recipe, got none.")
-    dataset = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=supervised))
     if task == "translate":
-        return [(_decode(source), _decode(target)) for source, target in dataset]
+        return list(tfds_pairs(builder, split))
+    dataset = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=task == "classify"))
     if task == "classify":
         label_feature = info.features[info.supervised_keys[1]]
         names = getattr(label_feature, "names", None)

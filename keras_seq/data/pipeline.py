@@ -33,7 +33,8 @@ def bucket_edges(max_length, smallest=8):
     return edges
 
 
-def _pads_to_edges(pad_to):
+def pads_to_edges(pad_to="auto"):
+    """Whether batches are padded to bucket edges: "edges", or "auto" where each input shape is compiled."""
     if pad_to == "auto":
         return _backend.compiles_each_input_shape()
     return pad_to == "edges"
@@ -92,7 +93,7 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
     count = row_count // variants
     if count * variants != row_count:
         raise ValueError(f"padded_batches: `variants` expected to divide the {row_count} rows into equal blocks, got {variants}")
-    edges = tf.constant(bucket_edges(max_length) if _pads_to_edges(pad_to) else [], tf.int32)
+    edges = tf.constant(bucket_edges(max_length) if pads_to_edges(pad_to) else [], tf.int32)
     ordering = dict(count=count, variants=variants, batch_size=batch_size, pool_batches=pool_batches, largest=largest)
 
     def one_epoch(epoch):

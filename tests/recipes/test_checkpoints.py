@@ -107,7 +107,7 @@ def test_non_finite_weights_are_never_saved(tmp_path, capsys):
     model = tiny_model()
     args = types.SimpleNamespace(recipe="test", output_dir=str(tmp_path), checkpoint_every=300.0)
     budget = types.SimpleNamespace(spent_steps=5, elapsed=lambda: 1.0)
-    checkpoint = checkpoints.RunCheckpoint(args, {}, budget, steps_per_epoch=4)
+    checkpoint = checkpoints.RunCheckpoint(args, {}, budget, lambda: divmod(budget.spent_steps, 4))
     checkpoint.set_model(model)
     checkpoint.save()
     model.layers[0].kernel.assign(np.full((3, 2), np.nan, "float32"))
