@@ -23,7 +23,7 @@ Eole adds no tokens of its own, so both sides train on the same id sequences (so
 target: start, the pieces, end).
 
 keras_seq side: one process per backend (`.tox/tensorflow`, `.tox/jax`, `.tox/torch`), the recipe's
-own pieces (`recipes.translate`: `load_pairs`, `training_ids`, `build_model`, `compile_model`,
+own pieces (`recipes.translate`: `training_records`, `encoded`, `build_model`, `compile_model`,
 `teacher_forcing`; `keras_seq.data.pipeline.padded_batches`: 32 pairs a batch from pools sorted
 by length, each batch padded to its longest pair (on JAX, to the next bucket edge), shuffled per
 epoch) and `model.fit` with the recipe's step callbacks
@@ -150,14 +150,27 @@ def recipe_args(batch_size):
     return args
 
 
+def recipe_pairs(recipe):
+    """The recipe's training pairs, cleaned as its preparation cleans them."""
+    from keras_seq.data import loaders
+    from recipes import translate
+
+    records, _, _ = translate.training_records(recipe)
+    return loaders.clean_parallel(list(records()))[0]
+
+
 def training_data(recipe, vocab):
     """The recipe's training ids: `(source, target, kept pairs, dropped count, longest)`."""
     import tensorflow as tf
 
     from recipes import translate
 
-    train_pairs, _ = translate.load_pairs(recipe)
-    source, target, kept, dropped = translate.training_ids(train_pairs, vocab, recipe.max_length)
+    train_pairs = recipe_pairs(recipe)
+    source, target = translate.encoded(train_pairs, vocab)
+    keep = tf.logical_and(source.row_lengths() <= recipe.max_length, target.row_lengths() <= recipe.max_length + 2)
+    dropped = int(tf.reduce_sum(1 - tf.cast(keep, tf.int32)))
+    source, target = tf.ragged.boolean_mask(source, keep), tf.ragged.boolean_mask(target, keep)
+    kept = [pair for pair, k in zip(train_pairs, keep.numpy()) if k]
     longest = int(tf.maximum(tf.reduce_max(source.row_lengths()), tf.reduce_max(target.row_lengths())))
     return source, target, kept, dropped, longest
 
@@ -183,8 +196,7 @@ def prepare_run(directory, batch_size, workers):
     from recipes import translate
 
     recipe = recipe_args(batch_size)
-    train_pairs, _ = translate.load_pairs(recipe)
-    vocab = translate.build_vocabularies(recipe, train_pairs)
+    vocab = translate.build_vocabularies(recipe, recipe_pairs(recipe))
     subword = vocab["source"]
     subword.save(str(directory / "sentencepiece.model"))
     source, target, kept, dropped, longest = training_data(recipe, vocab)

@@ -146,27 +146,28 @@ def test_the_budget_flags(recipe, argv, budget, tmp_path):
     assert (args.epochs, args.max_seconds) == budget
 
 
-def test_sampled_splits_stay_within_the_model_length_and_every_epoch_has_as_many_batches():
-    import tensorflow as tf
+def test_sampled_splits_stay_within_the_model_length_and_are_drawn_anew_for_each_variant():
+    import types
+
+    import numpy as np
 
     from keras_seq.data import phrasebook, pipeline
     from keras_seq.data.subword import SubwordVocabulary
-    from recipes.translate import sampled_splits, training_ids
+    from recipes.translate import encoded_chunk
 
     pairs, _ = phrasebook.english_french_pairs(size=300, valid_size=10)
     joint = SubwordVocabulary.train([s for p in pairs for s in p], 300)
     vocab = {"source": joint, "target": joint}
-    source, target, kept, _ = training_ids(pairs, vocab, 64)
-    drawn_source, drawn_target = sampled_splits((source, target), kept, vocab, alpha=0.1, seed=1, splits=3)
-    n = len(kept)
-    assert drawn_source.nrows() == drawn_target.nrows() == 3 * n
-    longest = int(tf.reduce_max(tf.concat([source.row_lengths(), target.row_lengths()], 0)))
-    features = {"source": drawn_source, "target": drawn_target}
-    counts = [pipeline.count_batches(pipeline.padded_batches(features, 8, longest, lambda b: b, 0, e, e + 1, variants=3))
-              for e in range(3)]
-    best = pipeline.count_batches(pipeline.padded_batches({"source": source, "target": target}, 8, longest, lambda b: b))
-    assert counts == [best] * 3
-    assert int(tf.reduce_max(tf.concat([drawn_source.row_lengths(), drawn_target.row_lengths()], 0))) <= longest
-    block = drawn_target.to_list()[n : 2 * n]
-    assert sum(row != ids for row, ids in zip(block, target.to_list())) > n // 4  # most pairs drawn anew
-    assert [joint.decode([row]).numpy()[0].decode() for row in block[:20]] == [t for _, t in kept[:20]]
+    args = types.SimpleNamespace(max_length=64, subword_sampling=0.1, seed=1)
+    best, keep = encoded_chunk(types.SimpleNamespace(max_length=64, subword_sampling=0.0, seed=1), pairs, vocab, 0)
+    drawn = [encoded_chunk(args, pairs, vocab, variant)[0] for variant in range(3)]
+    assert keep.all()
+    longest = pipeline.bucket_edges(64 + 2)[-1]
+    for columns in drawn:
+        assert all(len(lengths) == len(pairs) and lengths.max() <= longest for _, lengths in columns.values())
+    rows = lambda flat, lengths: np.split(flat, np.cumsum(lengths)[:-1])
+    best_rows, drawn_rows = rows(*best["target"]), [rows(*columns["target"]) for columns in drawn]
+    assert sum((a.shape != b.shape) or (a != b).any() for a, b in zip(drawn_rows[0], best_rows)) > len(pairs) // 4
+    assert sum((a.shape != b.shape) or (a != b).any() for a, b in zip(drawn_rows[0], drawn_rows[1])) > len(pairs) // 4
+    decoded = joint.decode(np.stack([np.pad(r, (0, longest - len(r))) for r in drawn_rows[0][:20]])).numpy()
+    assert [t.decode() for t in decoded] == [t for _, t in pairs[:20]]
