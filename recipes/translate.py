@@ -119,7 +119,8 @@ def training_records(args):
     file or the --tfds split streamed, or the embedded set), `digest` names their content."""
     if args.train:
         records = lambda: loaders.streamed_parallel_tsv(args.train)
-        next(records(), None)  # a missing or unreadable file fails here, before any work
+        if next(records(), None) is None:  # a missing or unreadable file fails here too, before any work
+            raise common.UsageError(f"data file {args.train!r}: expected `source<TAB>target` lines, got no example.")
         return records, preparation.file_digest(args.train), loaders.read_parallel_tsv(args.valid)
     if args.tfds:
         builder, valid_split = loaders.tfds_builder(args.tfds, "translate", data_dir=args.tfds_data_dir)

@@ -42,12 +42,12 @@ def records_digest(records):
 
 
 class Progress:
-    """One line of progress on stderr: redrawn on a terminal, a line every `every` seconds in a log."""
+    """One line of progress on stdout: redrawn on a terminal, a line every `every` seconds in a log."""
 
     def __init__(self, label, total=None, unit="records", every=30.0):
         self.label, self.total, self.unit, self.every = label, total, unit, every
         self.count, self.start, self.shown = 0, time.monotonic(), time.monotonic()
-        self.terminal = sys.stderr.isatty()
+        self.terminal = sys.stdout.isatty()
 
     def update(self, count):
         self.count += count
@@ -60,7 +60,7 @@ class Progress:
         done = f"{self.count:,}" + (f" / {self.total:,}" if self.total else "")
         rate = self.count / max(time.monotonic() - self.start, 1e-9)
         print(f"{self.label}: {done} {self.unit} ({rate:,.0f}/s, {time.monotonic() - self.start:.0f} s){note}",
-              end=end, file=sys.stderr, flush=True)
+              end=end, flush=True)
 
     def close(self, note=""):
         self._show("\n", note)
@@ -188,17 +188,17 @@ def prepare(directory, records, label, build, encode, columns, vocabulary_size, 
     started = time.monotonic()
     kept, counts = scan(records, label, max_ratio, max_records)
     if not kept.any():
-        raise ValueError(f"{label}: training data: expected some usable examples, got none after cleaning "
+        raise ValueError(f"training data: expected some usable examples, got none after cleaning "
                          f"({_left_out(counts, 0).split(', ', 1)[-1]})")
     chosen = sample(records, kept, vocab_sample, seed)
-    print(f"{label}: training the vocabulary on {len(chosen):,} sampled examples", file=sys.stderr, flush=True)
+    print(f"{label}: training the vocabulary on {len(chosen):,} sampled examples", flush=True)
     configs, vocabularies = build(chosen)
     del chosen
     writer = prepared.Writer(directory, columns, variants, prepared.id_dtype(vocabulary_size(vocabularies)))
     try:
         dropped = encode_all(records, kept, lambda chunk, variant: encode(chunk, vocabularies, variant), writer, label, variants)
         if writer.rows == 0:
-            raise ValueError(f"{label}: --max-length: expected some training examples within it, got none")
+            raise ValueError("--max-length: expected some training examples within it, got none")
         writer.close({**(metadata or {}), "vocabularies": configs, "left_out": {**counts, REASONS[4]: dropped},
                       "seconds": round(time.monotonic() - started, 1)})
     except BaseException:
@@ -212,7 +212,7 @@ def wait_for(directory, label, poll=1.0, timeout=24 * 3600):
     shown, start = False, time.monotonic()
     while prepared.read_manifest(directory) is None:
         if not shown:
-            print(f"{label}: waiting for process 0 to prepare {directory}", file=sys.stderr, flush=True)
+            print(f"{label}: waiting for process 0 to prepare {directory}", flush=True)
             shown = True
         if time.monotonic() - start > timeout:
             raise ValueError(f"{label}: prepared data {directory!r}: expected process 0 to finish it, waited {timeout:.0f} s")

@@ -52,7 +52,7 @@ def test_preparation_cleans_samples_and_encodes_what_it_keeps(tmp_path, capsys):
     flat, lengths = data.gather(0, np.arange(data.rows))["target"]
     assert flat.tolist() == expected.flat_values.numpy().tolist()
     assert lengths.tolist() == expected.row_lengths().numpy().tolist()
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert "test: reading: 500 records" in err and "left out: 1 empty, 2 length ratio, 1 duplicates, 1 too long" in err
     # The same seed draws the same sample; the stored files are read back alike by a new reader.
     again = preparation.sample(records, np.ones(500, bool), 100, seed=0)

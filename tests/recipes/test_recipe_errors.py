@@ -59,7 +59,7 @@ def test_tsv_line_with_an_empty_side(capsys, data_dir, tmp_path, bad_file):
 def test_training_pairs_that_are_all_unusable(capsys, data_dir, tmp_path, bad_file):
     path = bad_file("I see.\t \n\tNous allons.\n")
     line = error_line(capsys, "translate", replaced(translate_argv(data_dir, tmp_path / "out"), "--train", path))
-    assert "expected some usable pairs, got none after cleaning" in line
+    assert "expected some usable examples, got none after cleaning" in line
 
 
 @pytest.mark.parametrize("content", ["", "\n\n  \n"], ids=["empty", "blank-lines"])
