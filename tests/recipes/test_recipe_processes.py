@@ -188,4 +188,4 @@ def test_several_processes_take_a_budget_in_epochs_only(capsys, monkeypatch, dat
     with pytest.raises(SystemExit) as exit_info:
         recipe_main("translate", argv)
     assert exit_info.value.code == 2
-    assert f"{budget[-2]} {budget[-1]:g} with 2 processes: expected a budget in epochs" in capsys.readouterr().err
+    assert f"{budget[-2]} {budget[-1]:g} with 2 processes: expected a budget in steps or epochs" in capsys.readouterr().err
