@@ -4,8 +4,9 @@ Trains an attentional RNN (`rnn-attention`, the default: bidirectional GRU encod
 Bahdanau attention), a Transformer or a plain RNN encoder-decoder with `model.fit` to a
 time budget: a joint SentencePiece vocabulary (three-way tied embeddings for the
 Transformer), label-smoothed cross-entropy, a learning rate that warms up and decays
-to the end of the budget, batches sorted by length, greedy BLEU on the valid set after every
-epoch (the best weights are kept); then translates the valid set with beam search
+to the end of the budget, batches sorted by length (by examples or by tokens) read from the
+training data prepared once into memory-mapped ids, greedy BLEU on the valid set after every
+validation period (the best weights are kept); then translates the valid set with beam search
 through the exported SavedModel and reports BLEU, chrF and the share of placeholders,
 options, paths and numbers copied unchanged. The default model is the one that
 translated best on real data within the budget (benchmarks/RESULTS.md).
