@@ -24,7 +24,8 @@ Keras models are compiled with `SGD(1e-3)` and `loss="mse"` (the head: its loss)
 asynchronous backends finish. After `--warmup` steps (compilation), `--steps` steps
 of each implementation are timed with `time.perf_counter`, interleaved within each
 benchmark (one step of each in turn, `_timing.time_interleaved`) so a change of load
-on the shared CPU hits all alike; a row gives the median and the minimum ms/step and B*T / median tokens/s. Native PyTorch (default thread count) runs in the torch
+on the shared CPU hits all alike; a row gives the median and the minimum ms/step and
+B*T / median tokens/s. Native PyTorch (default thread count) runs in the torch
 backend's process only.
 
 Run from the repository root with the test virtualenv:
@@ -89,23 +90,54 @@ def _keras_cases(batch, length):
 
     encoder = dict(dropout=0.0, activation="relu", layer_norm_epsilon=1e-5)
     cases = [
-        (ATTENTION, "keras_seq MultiHeadAttention",
-         step(lambda: model([ks.layers.MultiHeadAttention(HEADS, KEY_DIM)], self_attention=True))),
-        (ATTENTION, "keras MultiHeadAttention",
-         step(lambda: model([keras.layers.MultiHeadAttention(HEADS, KEY_DIM)], self_attention=True))),
-        (ENCODER, "keras_seq TransformerEncoderBlock",
-         step(lambda: model([ks.layers.TransformerEncoderBlock(HEADS, FEED_FORWARD, norm_first=True, **encoder)
-                             for _ in range(BLOCKS)]))),
-        (CROSS_ENTROPY, "keras_seq LabelSmoothingCrossEntropy(0)",
-         step(head, ks.losses.LabelSmoothingCrossEntropy(0.0), ids)),
-        (CROSS_ENTROPY, "keras SparseCategoricalCrossentropy",
-         step(head, keras.losses.SparseCategoricalCrossentropy(from_logits=True), ids)),
+        (
+            ATTENTION,
+            "keras_seq MultiHeadAttention",
+            step(lambda: model([ks.layers.MultiHeadAttention(HEADS, KEY_DIM)], self_attention=True)),
+        ),
+        (
+            ATTENTION,
+            "keras MultiHeadAttention",
+            step(lambda: model([keras.layers.MultiHeadAttention(HEADS, KEY_DIM)], self_attention=True)),
+        ),
+        (
+            ENCODER,
+            "keras_seq TransformerEncoderBlock",
+            step(
+                lambda: model(
+                    [
+                        ks.layers.TransformerEncoderBlock(HEADS, FEED_FORWARD, norm_first=True, **encoder)
+                        for _ in range(BLOCKS)
+                    ]
+                )
+            ),
+        ),
+        (
+            CROSS_ENTROPY,
+            "keras_seq LabelSmoothingCrossEntropy(0)",
+            step(head, ks.losses.LabelSmoothingCrossEntropy(0.0), ids),
+        ),
+        (
+            CROSS_ENTROPY,
+            "keras SparseCategoricalCrossentropy",
+            step(head, keras.losses.SparseCategoricalCrossentropy(from_logits=True), ids),
+        ),
     ]
     if keras_hub is not None:
-        cases.append((ENCODER, "keras-hub TransformerEncoder", step(lambda: model([
-            keras_hub.layers.TransformerEncoder(FEED_FORWARD, HEADS, normalize_first=True, **encoder)
-            for _ in range(BLOCKS)
-        ]))))
+        cases.append(
+            (
+                ENCODER,
+                "keras-hub TransformerEncoder",
+                step(
+                    lambda: model(
+                        [
+                            keras_hub.layers.TransformerEncoder(FEED_FORWARD, HEADS, normalize_first=True, **encoder)
+                            for _ in range(BLOCKS)
+                        ]
+                    )
+                ),
+            )
+        )
     return cases
 
 
@@ -139,12 +171,21 @@ def _torch_cases(batch, length):
     encoder = torch.nn.TransformerEncoder(layer, BLOCKS, enable_nested_tensor=False)
     linear = torch.nn.Linear(HIDDEN, VOCABULARY)
     return [
-        (ATTENTION, "native PyTorch nn.MultiheadAttention",
-         step(attention, lambda: attention(x, x, x, need_weights=False)[0])),
+        (
+            ATTENTION,
+            "native PyTorch nn.MultiheadAttention",
+            step(attention, lambda: attention(x, x, x, need_weights=False)[0]),
+        ),
         (ENCODER, "native PyTorch nn.TransformerEncoder", step(encoder, lambda: encoder(x))),
-        (CROSS_ENTROPY, "native PyTorch nn.Linear + F.cross_entropy",
-         step(linear, lambda: linear(x).reshape(-1, VOCABULARY),
-              lambda logits: torch.nn.functional.cross_entropy(logits, ids))),
+        (
+            CROSS_ENTROPY,
+            "native PyTorch nn.Linear + F.cross_entropy",
+            step(
+                linear,
+                lambda: linear(x).reshape(-1, VOCABULARY),
+                lambda logits: torch.nn.functional.cross_entropy(logits, ids),
+            ),
+        ),
     ]
 
 
@@ -167,12 +208,20 @@ def backend_run(args):
     for benchmark in dict.fromkeys(benchmark for benchmark, _, _ in cases):
         times = _timing.time_interleaved(
             {implementation: make_step for name, implementation, make_step in cases if name == benchmark},
-            rounds=args.steps, warmup=args.warmup, on_error=failed,
+            rounds=args.steps,
+            warmup=args.warmup,
+            on_error=failed,
         )
         for implementation, seconds in times.items():
             median, low = _timing.summary(seconds)
-            _emit(benchmark=benchmark, implementation=implementation, backend=backend,
-                  median_ms=median * 1e3, min_ms=low * 1e3, tokens_per_s=args.batch_size * args.length / median)
+            _emit(
+                benchmark=benchmark,
+                implementation=implementation,
+                backend=backend,
+                median_ms=median * 1e3,
+                min_ms=low * 1e3,
+                tokens_per_s=args.batch_size * args.length / median,
+            )
 
 
 def _header(args):
@@ -192,8 +241,11 @@ def _header(args):
 def _table(rows):
     order = {name: index for index, name in enumerate((ATTENTION, ENCODER, CROSS_ENTROPY))}
     rows = sorted(rows, key=lambda row: (order[row["benchmark"]], BACKENDS.index(row["backend"])))
-    baseline = {(row["benchmark"], row["backend"]): row["median_ms"]
-                for row in rows if row["implementation"].startswith("keras_seq")}
+    baseline = {
+        (row["benchmark"], row["backend"]): row["median_ms"]
+        for row in rows
+        if row["implementation"].startswith("keras_seq")
+    }
     lines = [
         "| benchmark | implementation | backend | median ms/step | min ms/step | tokens/s | vs keras_seq |",
         "|---|---|---|--:|--:|--:|--:|",
@@ -201,17 +253,30 @@ def _table(rows):
     for row in rows:
         base = baseline.get((row["benchmark"], row["backend"]))
         ratio = f"{row['median_ms'] / base:.2f}x" if base else "n/a"
-        lines.append(f"| {row['benchmark']} | {row['implementation']} | {row['backend']} | {row['median_ms']:.2f} "
-                     f"| {row['min_ms']:.2f} | {row['tokens_per_s']:,.0f} | {ratio} |")
-    lines += ["", "`vs keras_seq`: median time over keras_seq's median on the same benchmark and backend "
-              "(above 1 is slower); native PyTorch is compared with keras_seq on the torch backend."]
+        lines.append(
+            f"| {row['benchmark']} | {row['implementation']} | {row['backend']} | {row['median_ms']:.2f} "
+            f"| {row['min_ms']:.2f} | {row['tokens_per_s']:,.0f} | {ratio} |"
+        )
+    lines += [
+        "",
+        "`vs keras_seq`: median time over keras_seq's median on the same benchmark and backend "
+        "(above 1 is slower); native PyTorch is compared with keras_seq on the torch backend.",
+    ]
     return lines
 
 
 def drive(args):
     """Run every backend in its own process and print (and optionally append) the Markdown section."""
-    forwarded = ["--steps", str(args.steps), "--warmup", str(args.warmup),
-                 "--batch-size", str(args.batch_size), "--length", str(args.length)]
+    forwarded = [
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--batch-size",
+        str(args.batch_size),
+        "--length",
+        str(args.length),
+    ]
     rows, notes = _timing.run_backends(Path(__file__).resolve(), forwarded)
     lines = _header(args) + _table(rows)
     if notes:
@@ -224,8 +289,9 @@ def drive(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend-run", action="store_true",
-                        help="measure the current KERAS_BACKEND only and print JSON lines")
+    parser.add_argument(
+        "--backend-run", action="store_true", help="measure the current KERAS_BACKEND only and print JSON lines"
+    )
     parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
     parser.add_argument("--batch-size", type=int, default=32, help="B (default 32)")

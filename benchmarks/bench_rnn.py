@@ -154,18 +154,21 @@ def _lm_data(sizes):
 
     rng = np.random.default_rng(0)
     shape = (sizes["batch"], sizes["length"])
-    return (rng.integers(1, sizes["vocabulary"], shape).astype("int32"),
-            rng.integers(1, sizes["vocabulary"], shape).astype("int32"))
+    return (
+        rng.integers(1, sizes["vocabulary"], shape).astype("int32"),
+        rng.integers(1, sizes["vocabulary"], shape).astype("int32"),
+    )
 
 
 def lm_cases(args, sizes):
-    import keras
 
     import keras_seq as ks
 
     x, y = _lm_data(sizes)
     cases = {
-        KS_LM: _keras_step(lambda: ks.models.rnn_lm(sizes["vocabulary"], sizes["embedding"], sizes["units"], "lstm"), x, y),
+        KS_LM: _keras_step(
+            lambda: ks.models.rnn_lm(sizes["vocabulary"], sizes["embedding"], sizes["units"], "lstm"), x, y
+        ),
         KERAS_LM: _keras_step(lambda: plain_keras_lm(sizes=sizes), x, y),
     }
     if args.native_torch:
@@ -244,7 +247,6 @@ def torch_seq2seq(sizes, device, stepwise=False):
 
 
 def seq2seq_cases(args, sizes):
-    import keras
     import numpy as np
 
     import keras_seq as ks
@@ -253,9 +255,15 @@ def seq2seq_cases(args, sizes):
     shape = (sizes["batch"], sizes["length"])
     source, decoder_inputs, targets = (rng.integers(1, sizes["vocabulary"], shape).astype("int32") for _ in range(3))
     inputs = {"encoder_inputs": source, "decoder_inputs": decoder_inputs}
+
     def keras_seq_model(input_feeding):
         return lambda: ks.models.rnn_seq2seq(
-            sizes["vocabulary"], sizes["vocabulary"], sizes["embedding"], sizes["units"], "gru", "bahdanau",
+            sizes["vocabulary"],
+            sizes["vocabulary"],
+            sizes["embedding"],
+            sizes["units"],
+            "gru",
+            "bahdanau",
             input_feeding=input_feeding,
         )
 
@@ -325,8 +333,13 @@ def probe_paths(info):
         kernel = keras.ops.convert_to_tensor(rng.standard_normal((features, gates * units)).astype("float32"))
         recurrent = keras.ops.convert_to_tensor(rng.standard_normal((units, gates * units)).astype("float32"))
         for masked in (False, True):
-            options = dict(kernel=kernel, recurrent_kernel=recurrent, activation=keras.activations.tanh,
-                           recurrent_activation=keras.activations.sigmoid, return_sequences=True)
+            options = dict(
+                kernel=kernel,
+                recurrent_kernel=recurrent,
+                activation=keras.activations.tanh,
+                recurrent_activation=keras.activations.sigmoid,
+                return_sequences=True,
+            )
             try:
                 if layer == "LSTM":
                     bias = keras.ops.zeros((gates * units,))
@@ -345,8 +358,10 @@ def probe_paths(info):
 
 def path_cases(args, sizes):
     x, y = _lm_data(sizes)
-    return {name: _keras_step(lambda r=recurrent, m=masked: plain_keras_lm(r, m, sizes), x, y)
-            for name, recurrent, masked in PATH_CASES}
+    return {
+        name: _keras_step(lambda r=recurrent, m=masked: plain_keras_lm(r, m, sizes), x, y)
+        for name, recurrent, masked in PATH_CASES
+    }
 
 
 # ----------------------------------------------------------------------------- backend run
@@ -371,8 +386,11 @@ def backend_run(args):
         lm_sizes.update(length=16, batch=8)
         s2s_sizes.update(vocabulary=500, length=8, batch=8)
     _timing.emit(record="sizes", lm=lm_sizes, seq2seq=s2s_sizes)
-    wanted = args.native_torch == "all" or (args.native_torch == "torch" and backend == "torch") or (
-        args.native_torch == "auto" and (backend == "torch" or info["kind"] != "cpu"))
+    wanted = (
+        args.native_torch == "all"
+        or (args.native_torch == "torch" and backend == "torch")
+        or (args.native_torch == "auto" and (backend == "torch" or info["kind"] != "cpu"))
+    )
     if wanted:
         try:
             import torch  # noqa: F401
@@ -386,13 +404,15 @@ def backend_run(args):
             for row in probe_paths(info):
                 _timing.emit(record="probe", **row)
         build, sizes = parts[part]
-        times = _timing.time_interleaved(build(args, sizes), args.rounds, steps=args.steps, warmup=args.warmup,
-                                         on_error=on_error)
+        times = _timing.time_interleaved(
+            build(args, sizes), args.rounds, steps=args.steps, warmup=args.warmup, on_error=on_error
+        )
         tokens = sizes["batch"] * sizes["length"]
         for name, seconds in times.items():
             median, low = _timing.summary(seconds)
-            _timing.emit(record=part, implementation=name, median_ms=median * 1e3, min_ms=low * 1e3,
-                         tokens_per_s=tokens / median)
+            _timing.emit(
+                record=part, implementation=name, median_ms=median * 1e3, min_ms=low * 1e3, tokens_per_s=tokens / median
+            )
 
 
 # ----------------------------------------------------------------------------- driver
@@ -425,10 +445,20 @@ def _tables(args, records):
                 row = by.get((part, backend, name))
                 if row is None:
                     continue
-                ratios = [None if (name, reference) in skip else ratio(part, backend, name, reference)
-                          for reference in references]
-                rows.append([backend, name, f"{row['median_ms']:.1f}", f"{row['min_ms']:.1f}",
-                             f"{row['tokens_per_s']:,.0f}", *(f"{r:.2f}x" if r else "n/a" for r in ratios)])
+                ratios = [
+                    None if (name, reference) in skip else ratio(part, backend, name, reference)
+                    for reference in references
+                ]
+                rows.append(
+                    [
+                        backend,
+                        name,
+                        f"{row['median_ms']:.1f}",
+                        f"{row['min_ms']:.1f}",
+                        f"{row['tokens_per_s']:,.0f}",
+                        *(f"{r:.2f}x" if r else "n/a" for r in ratios),
+                    ]
+                )
         return rows
 
     def described(s, lengths):
@@ -437,57 +467,100 @@ def _tables(args, records):
     header = ["backend", "implementation", "median ms/step", "min ms/step", "tokens/s"]
     if "lm" in args.parts:
         lines += [f"### (a) LSTM language model, training ({described(sizes['lm'], 'T')})", ""]
-        lines += _timing.markdown_table(header + ["vs plain Keras", "vs PyTorch"],
-                                        timing_rows("lm", (KS_LM, KERAS_LM, TORCH_LM), (KERAS_LM, TORCH_LM)),
-                                        right_aligned=(2, 3, 4, 5, 6))
-        lines += ["", "Ratios are tokens/s over the reference's, measured in the same process (n/a: no PyTorch "
-                  "twin in that process, see `--native-torch`). Target for keras_seq: 0.95x plain Keras or more."]
+        lines += _timing.markdown_table(
+            header + ["vs plain Keras", "vs PyTorch"],
+            timing_rows("lm", (KS_LM, KERAS_LM, TORCH_LM), (KERAS_LM, TORCH_LM)),
+            right_aligned=(2, 3, 4, 5, 6),
+        )
+        lines += [
+            "",
+            "Ratios are tokens/s over the reference's, measured in the same process (n/a: no PyTorch "
+            "twin in that process, see `--native-torch`). Target for keras_seq: 0.95x plain Keras or more.",
+        ]
         met = [b for b in backends if (ratio("lm", b, KS_LM, KERAS_LM) or 0) >= 0.95]
         lines += [f"Within 5% of plain Keras (or faster) on: {', '.join(met) or 'none'}.", ""]
     if "seq2seq" in args.parts:
-        lines += [f"### (b) Attentional GRU encoder-decoder, training ({described(sizes['seq2seq'], 'S=T')}; "
-                  "target tokens/s)", ""]
+        lines += [
+            f"### (b) Attentional GRU encoder-decoder, training ({described(sizes['seq2seq'], 'S=T')}; "
+            "target tokens/s)",
+            "",
+        ]
         lines += _timing.markdown_table(
             header + ["vs PyTorch (same model)", "vs PyTorch step-wise (input feeding's twin)"],
-            timing_rows("seq2seq", (KS_S2S, KS_S2S_FEED, TORCH_S2S, TORCH_S2S_LOOP), (TORCH_S2S, TORCH_S2S_LOOP),
-                        skip={(KS_S2S, TORCH_S2S_LOOP), (KS_S2S_FEED, TORCH_S2S)}),
-            right_aligned=(2, 3, 4, 5, 6))
+            timing_rows(
+                "seq2seq",
+                (KS_S2S, KS_S2S_FEED, TORCH_S2S, TORCH_S2S_LOOP),
+                (TORCH_S2S, TORCH_S2S_LOOP),
+                skip={(KS_S2S, TORCH_S2S_LOOP), (KS_S2S_FEED, TORCH_S2S)},
+            ),
+            right_aligned=(2, 3, 4, 5, 6),
+        )
         lines += [""]
         for name, twin in ((KS_S2S, TORCH_S2S), (KS_S2S_FEED, TORCH_S2S_LOOP)):
-            best = max(((by[("seq2seq", b, name)]["tokens_per_s"], b) for b in backends
-                        if ("seq2seq", b, name) in by), default=None)
+            best = max(
+                ((by[("seq2seq", b, name)]["tokens_per_s"], b) for b in backends if ("seq2seq", b, name) in by),
+                default=None,
+            )
             if best:
                 r = ratio("seq2seq", best[1], name, twin)
                 torch_rows = [by[k]["tokens_per_s"] for k in by if k[0] == "seq2seq" and k[2] == twin]
                 across = f"; {best[0] / max(torch_rows):.2f}x that twin in any process" if torch_rows else ""
-                lines += [f"`{name}`: fastest on {best[1]} ({best[0]:,.0f} tokens/s), "
-                          + (f"{r:.2f}x its PyTorch twin ({twin}) in the same process" if r else
-                             "no PyTorch twin in its process") + f"{across} (goal: 1.00x or more)."]
+                lines += [
+                    f"`{name}`: fastest on {best[1]} ({best[0]:,.0f} tokens/s), "
+                    + (
+                        f"{r:.2f}x its PyTorch twin ({twin}) in the same process"
+                        if r
+                        else "no PyTorch twin in its process"
+                    )
+                    + f"{across} (goal: 1.00x or more)."
+                ]
         lines += [""]
     if "paths" in args.parts:
         lines += ["### (c) Which recurrent paths are fused, and what the generic loop costs", ""]
         rows = []
         for backend in backends:
             for layer in ("LSTM", "GRU"):
-                rows.append([backend, layer, probes.get((backend, layer, False), "n/a"),
-                             probes.get((backend, layer, True), "n/a")])
+                rows.append(
+                    [
+                        backend,
+                        layer,
+                        probes.get((backend, layer, False), "n/a"),
+                        probes.get((backend, layer, True), "n/a"),
+                    ]
+                )
         lines += _timing.markdown_table(["backend", "Keras layer", "no mask", "with a mask"], rows)
-        lines += ["", "Probed on this device by calling the kernels `keras.layers.LSTM`/`GRU` try first "
-                  "(`keras.src.backend.lstm`/`gru`; a NotImplementedError sends the layer to the generic loop). "
-                  "`keras.layers.RNN` over any other cell (keras_seq's PeepholeLSTMCell and CoupledLSTMCell "
-                  "included) always takes the generic loop. `Bidirectional` has fused two-direction kernels on a "
-                  "GPU (torch: LSTM and GRU; JAX: LSTM), also only without a mask.", ""]
+        lines += [
+            "",
+            "Probed on this device by calling the kernels `keras.layers.LSTM`/`GRU` try first "
+            "(`keras.src.backend.lstm`/`gru`; a NotImplementedError sends the layer to the generic loop). "
+            "`keras.layers.RNN` over any other cell (keras_seq's PeepholeLSTMCell and CoupledLSTMCell "
+            "included) always takes the generic loop. `Bidirectional` has fused two-direction kernels on a "
+            "GPU (torch: LSTM and GRU; JAX: LSTM), also only without a mask.",
+            "",
+        ]
         names = [name for name, _, _ in PATH_CASES]
-        lines += _timing.markdown_table(header + ["vs keras LSTM"], timing_rows("paths", names, ("keras LSTM",)),
-                                        right_aligned=(2, 3, 4, 5))
-        lines += ["", "The plain LM of (a) with its recurrent layer swapped; `masked input`: "
-                  "`Embedding(mask_zero=True)` (no id is 0, so the mask is all True but still handed to the layer)."]
+        lines += _timing.markdown_table(
+            header + ["vs keras LSTM"], timing_rows("paths", names, ("keras LSTM",)), right_aligned=(2, 3, 4, 5)
+        )
+        lines += [
+            "",
+            "The plain LM of (a) with its recurrent layer swapped; `masked input`: "
+            "`Embedding(mask_zero=True)` (no id is 0, so the mask is all True but still handed to the layer).",
+        ]
     return lines, devices
 
 
 def drive(args):
-    forwarded = ["--rounds", str(args.rounds), "--steps", str(args.steps), "--warmup", str(args.warmup),
-                 "--parts", ",".join(args.parts)]
+    forwarded = [
+        "--rounds",
+        str(args.rounds),
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--parts",
+        ",".join(args.parts),
+    ]
     forwarded += ["--native-torch", args.native_torch]
     forwarded += (["--mixed-precision"] if args.mixed_precision else []) + (["--quick"] if args.quick else [])
     if args.from_records:
@@ -519,21 +592,30 @@ def drive(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend-run", action="store_true", help="measure the current KERAS_BACKEND only (JSON lines)")
+    parser.add_argument(
+        "--backend-run", action="store_true", help="measure the current KERAS_BACKEND only (JSON lines)"
+    )
     parser.add_argument("--backends", default=",".join(_timing.BACKENDS), help="comma-separated (driver mode)")
     parser.add_argument("--parts", default="lm,seq2seq,paths", help="comma-separated: lm, seq2seq, paths")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (default 6)")
     parser.add_argument("--steps", type=int, default=2, help="steps per implementation per round (default 2)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per implementation (default 3)")
     parser.add_argument("--mixed-precision", action="store_true", help="mixed_bfloat16 (meant for GPUs)")
-    parser.add_argument("--native-torch", choices=("auto", "all", "torch", "none"), default="auto",
-                        help="where the PyTorch twins run: every backend's process (all), the torch backend's (torch), "
-                             "none; auto (default): all on a GPU, torch on a CPU")
+    parser.add_argument(
+        "--native-torch",
+        choices=("auto", "all", "torch", "none"),
+        default="auto",
+        help="where the PyTorch twins run: every backend's process (all), the torch backend's (torch), "
+        "none; auto (default): all on a GPU, torch on a CPU",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny sizes, 2 rounds of 1 step")
     parser.add_argument("--write", metavar="PATH", help="also put the Markdown section into PATH")
     parser.add_argument("--records", metavar="PATH", help="also append every measurement to PATH (JSON lines)")
-    parser.add_argument("--from-records", metavar="PATH",
-                        help="make the tables from a --records file instead of measuring (same other flags)")
+    parser.add_argument(
+        "--from-records",
+        metavar="PATH",
+        help="make the tables from a --records file instead of measuring (same other flags)",
+    )
     args = parser.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     args.parts = [p for p in args.parts.split(",") if p]

@@ -91,8 +91,16 @@ def main():
     rows = []
     for name, seconds in times.items():
         median, low = _timing.summary(seconds)
-        rows.append([name, backend, f"{median * 1e3:.2f}", f"{low * 1e3:.2f}",
-                     f"{args.batch_size * args.length / median:,.0f}", f"{full_median / median:.2f}x"])
+        rows.append(
+            [
+                name,
+                backend,
+                f"{median * 1e3:.2f}",
+                f"{low * 1e3:.2f}",
+                f"{args.batch_size * args.length / median:,.0f}",
+                f"{full_median / median:.2f}x",
+            ]
+        )
     device = _timing.device()
     lines = [
         f"{TITLE}, {backend}, {_timing.device_label(device)}, {_timing.utc_now()}",
@@ -106,7 +114,9 @@ def main():
         "",
         *_timing.markdown_table(
             ["LM head", "backend", "median ms/step", "min ms/step", "tokens/s", "speed-up vs full"],
-            rows, right_aligned=(2, 3, 4, 5)),
+            rows,
+            right_aligned=(2, 3, 4, 5),
+        ),
     ]
     section = "\n".join(lines) + "\n"
     print(section)

@@ -78,21 +78,29 @@ def ctranslate2_worker(settings):
 
     path = settings["path"]
     models = {name: os.path.join(path, f"{name}.model") for name in ("sentencepiece", "source", "target")}
-    source = sentencepiece.SentencePieceProcessor(model_file=models["source" if os.path.exists(models["source"]) else "sentencepiece"])
-    target = sentencepiece.SentencePieceProcessor(model_file=models["target" if os.path.exists(models["target"]) else "sentencepiece"])
+    source = sentencepiece.SentencePieceProcessor(
+        model_file=models["source" if os.path.exists(models["source"]) else "sentencepiece"]
+    )
+    target = sentencepiece.SentencePieceProcessor(
+        model_file=models["target" if os.path.exists(models["target"]) else "sentencepiece"]
+    )
     translator = ctranslate2.Translator(path, device="cpu", intra_threads=settings["threads"], inter_threads=1)
     options = dict(
         max_input_length=settings["source_length"],  # the SavedModel cuts sources to this many ids
         max_decoding_length=settings["max_length"] - 1,  # its max_length counts the start id
-        min_decoding_length=0, suppress_sequences=[["<pad>"]],  # keras_seq's decoding (see keras_seq.ctranslate2)
+        min_decoding_length=0,
+        suppress_sequences=[["<pad>"]],  # keras_seq's decoding (see keras_seq.ctranslate2)
     )
-    beam = dict(beam_size=settings["num_beams"], length_penalty=settings["length_penalty"], patience=settings["patience"])
+    beam = dict(
+        beam_size=settings["num_beams"], length_penalty=settings["length_penalty"], patience=settings["patience"]
+    )
 
     def translate(sentences, strategy):
         if settings["lowercase"]:
             sentences = [s.lower() for s in sentences]
         results = translator.translate_batch(
-            source.encode(sentences, out_type=str), **(beam if strategy == "beam" else dict(beam_size=1)), **options)
+            source.encode(sentences, out_type=str), **(beam if strategy == "beam" else dict(beam_size=1)), **options
+        )
         return target.decode([result.hypotheses[0] for result in results])
 
     return translate, {"greedy": True}
@@ -125,7 +133,11 @@ def worker(kind, settings):
         elif request["op"] == "info":
             with open("/proc/self/status") as f:
                 status = dict(line.split(":", 1) for line in f if ":" in line)
-            reply(keras_seq_imported="keras_seq" in sys.modules, tensorflow_imported="tensorflow" in sys.modules, peak_rss_mib=round(int(status["VmHWM"].split()[0]) / 1024))
+            reply(
+                keras_seq_imported="keras_seq" in sys.modules,
+                tensorflow_imported="tensorflow" in sys.modules,
+                peak_rss_mib=round(int(status["VmHWM"].split()[0]) / 1024),
+            )
         else:
             reply(bye=True)
             return
@@ -138,8 +150,14 @@ class Side:
         self.name, self.kind = name, kind
         command = [sys.executable, os.path.abspath(__file__), "--worker", kind, json.dumps(settings)]
         environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
-                                        cwd=os.path.dirname(os.path.abspath(__file__)))
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
         self.info = self._answer()
 
     def _answer(self):
@@ -168,16 +186,30 @@ def parse():
     parser.add_argument("run", help="a translate run's --output-dir (model.keras, export/, export_config.json)")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes per side and measurement")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--num-beams", type=int, default=4, help="CTranslate2's beam (the SavedModel's is its export's)")
-    parser.add_argument("--threads", type=thread_counts, default=[2],
-                        help="threads per side, or a comma list to run every side at each count (e.g. 1,2)")
+    parser.add_argument(
+        "--num-beams", type=int, default=4, help="CTranslate2's beam (the SavedModel's is its export's)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=thread_counts,
+        default=[2],
+        help="threads per side, or a comma list to run every side at each count (e.g. 1,2)",
+    )
     parser.add_argument("--limit", type=int, help="use the first N valid sentences (default: all)")
-    parser.add_argument("--latency-sentences", type=int, help="sentences timed at batch 1 per round (default: all used)")
-    parser.add_argument("--length-penalty", type=float, help="CTranslate2's length_penalty (default: the export's alpha)")
+    parser.add_argument(
+        "--latency-sentences", type=int, help="sentences timed at batch 1 per round (default: all used)"
+    )
+    parser.add_argument(
+        "--length-penalty", type=float, help="CTranslate2's length_penalty (default: the export's alpha)"
+    )
     parser.add_argument("--patience", type=float, default=1.0, help="CTranslate2's beam search patience")
     parser.add_argument("--quantizations", default="float32,int8", help="CTranslate2 weight types to convert to")
-    parser.add_argument("--min-agreement", type=float, default=0.95,
-                        help="least share of greedy translations the float32 CTranslate2 model must share with the SavedModel")
+    parser.add_argument(
+        "--min-agreement",
+        type=float,
+        default=0.95,
+        help="least share of greedy translations the float32 CTranslate2 model must share with the SavedModel",
+    )
     return parser.parse_args()
 
 
@@ -209,7 +241,10 @@ def run_settings(args):
         fail(f"{path}: expected the export of a translate run, got kind {config.get('kind')!r}")
     levels = {name: vocabulary.get("level") for name, vocabulary in config["vocabularies"].items()}
     if set(levels.values()) != {"subword"}:
-        fail(f"{path}: expected subword (SentencePiece) vocabularies, which sentencepiece splits without keras_seq, got {levels}")
+        fail(
+            f"{path}: expected subword (SentencePiece) vocabularies, which sentencepiece splits without keras_seq, "
+            f"got {levels}"
+        )
     return config
 
 
@@ -226,9 +261,13 @@ def convert(args, config, directory):
     paths = {}
     for quantization in args.quantizations.split(","):
         try:
-            paths[quantization] = export_ctranslate2(model, vocabularies["source"], vocabularies["target"],
-                                                     os.path.join(directory, quantization),
-                                                     quantization=None if quantization == "float32" else quantization)
+            paths[quantization] = export_ctranslate2(
+                model,
+                vocabularies["source"],
+                vocabularies["target"],
+                os.path.join(directory, quantization),
+                quantization=None if quantization == "float32" else quantization,
+            )
         except ValueError as error:  # e.g. a run of another model than the Transformer
             fail(f"{args.run}: {error}")
     return paths, vocabularies["target"]
@@ -271,14 +310,29 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench_serve-") as directory:
         paths, target_vocabulary = convert(args, config, directory)
         common = dict(source_length=config["source_length"], max_length=config["max_length"])
-        ct2 = dict(num_beams=args.num_beams, length_penalty=length_penalty, patience=args.patience,
-                   lowercase=bool(config["vocabularies"]["source"].get("lowercase")))
+        ct2 = dict(
+            num_beams=args.num_beams,
+            length_penalty=length_penalty,
+            patience=args.patience,
+            lowercase=bool(config["vocabularies"]["source"].get("lowercase")),
+        )
         sides = []
         for threads in args.threads:
-            sides.append(Side(side_name("SavedModel (TensorFlow)", threads, args.threads), "savedmodel",
-                              dict(path=os.path.join(args.run, "export"), threads=threads, **common)))
-            sides += [Side(side_name(f"CTranslate2 {q}", threads, args.threads), "ctranslate2",
-                           dict(path=p, threads=threads, **common, **ct2)) for q, p in paths.items()]
+            sides.append(
+                Side(
+                    side_name("SavedModel (TensorFlow)", threads, args.threads),
+                    "savedmodel",
+                    dict(path=os.path.join(args.run, "export"), threads=threads, **common),
+                )
+            )
+            sides += [
+                Side(
+                    side_name(f"CTranslate2 {q}", threads, args.threads),
+                    "ctranslate2",
+                    dict(path=p, threads=threads, **common, **ct2),
+                )
+                for q, p in paths.items()
+            ]
         try:
             results = benchmark(args, sides, sources, references, latency_sources, target_vocabulary)
         finally:
@@ -287,9 +341,16 @@ def main():
     report(args, config, length_penalty, results, len(sources), len(latency_sources))
     for checked in results:
         agreement = checked["greedy_agreement"]
-        if checked["side"].startswith("CTranslate2 float32") and agreement is not None and agreement < args.min_agreement:
-            print(f"bench_serve: error: {checked['side']} shares {agreement:.1%} of its greedy translations "
-                  f"with the SavedModel, expected at least {args.min_agreement:.0%}", file=sys.stderr)
+        if (
+            checked["side"].startswith("CTranslate2 float32")
+            and agreement is not None
+            and agreement < args.min_agreement
+        ):
+            print(
+                f"bench_serve: error: {checked['side']} shares {agreement:.1%} of its greedy translations "
+                f"with the SavedModel, expected at least {args.min_agreement:.0%}",
+                file=sys.stderr,
+            )
             sys.exit(1)
 
 
@@ -297,8 +358,11 @@ def benchmark(args, sides, sources, references, latency_sources, target_vocabula
     """One result dict per side: throughput, latency, BLEU, greedy agreement with the SavedModel, the worker's state."""
     greedy_everywhere = all(side.info["greedy"] for side in sides)
     if not greedy_everywhere:
-        print("bench_serve: the SavedModel has no translate_greedy signature (an export from before it was added): "
-              "greedy agreement and greedy timing are left out; re-export the run to get them", file=sys.stderr)
+        print(
+            "bench_serve: the SavedModel has no translate_greedy signature (an export from before it was added): "
+            "greedy agreement and greedy timing are left out; re-export the run to get them",
+            file=sys.stderr,
+        )
     strategies = ["beam", "greedy"] if greedy_everywhere else ["beam"]
     warm_up(sides, sources, latency_sources, args.batch_size, strategies)
     import sentencepiece
@@ -315,14 +379,22 @@ def benchmark(args, sides, sources, references, latency_sources, target_vocabula
             seconds = statistics.median(answer["seconds"] for answer in answers[side.name])
             outputs = answers[side.name][0]["outputs"]
             result[f"{strategy}_outputs"] = outputs
-            result.update({f"{strategy}_sentences_per_second": round(len(sources) / seconds, 2),
-                           f"{strategy}_tokens_per_second": round(count_tokens(outputs) / seconds, 1),
-                           f"{strategy}_bleu": bleu(outputs, references)})
+            result.update(
+                {
+                    f"{strategy}_sentences_per_second": round(len(sources) / seconds, 2),
+                    f"{strategy}_tokens_per_second": round(count_tokens(outputs) / seconds, 1),
+                    f"{strategy}_bleu": bleu(outputs, references),
+                }
+            )
     answers = measure(sides, args.rounds, "latency", latency_sources, strategy="beam")
     for result, side in zip(results, sides):
         milliseconds = sorted(1000 * s for answer in answers[side.name] for s in answer["seconds"])
         result["latency_median_ms"] = round(statistics.median(milliseconds), 2)
-        p90 = statistics.quantiles(milliseconds, n=10, method="inclusive")[-1] if len(milliseconds) > 1 else milliseconds[0]
+        p90 = (
+            statistics.quantiles(milliseconds, n=10, method="inclusive")[-1]
+            if len(milliseconds) > 1
+            else milliseconds[0]
+        )
         result["latency_p90_ms"] = round(p90, 2)
     for result, side in zip(results, sides):
         result["greedy_agreement"] = None  # for the SavedModel itself, or without its greedy signature
@@ -339,25 +411,57 @@ def benchmark(args, sides, sources, references, latency_sources, target_vocabula
 def report(args, config, length_penalty, results, sentences, latency_sentences):
     """A Markdown table, then one JSON line per side and one with the settings."""
     cell = lambda value, digits=1: "n/a" if value is None else f"{value:.{digits}f}"
-    header = ["side", f"beam {args.num_beams}, batch {args.batch_size}: sent/s", "tok/s", "greedy: sent/s", "tok/s",
-              f"batch 1, beam {args.num_beams}: median ms", "p90 ms", "BLEU beam", "BLEU greedy", "greedy = SavedModel",
-              "peak RSS MiB"]
-    rows = [[r["side"], cell(r.get("beam_sentences_per_second")), cell(r.get("beam_tokens_per_second"), 0),
-             cell(r.get("greedy_sentences_per_second")), cell(r.get("greedy_tokens_per_second"), 0),
-             cell(r["latency_median_ms"]), cell(r["latency_p90_ms"]), cell(r.get("beam_bleu")), cell(r.get("greedy_bleu")),
-             "-" if r["greedy_agreement"] is None else f"{r['greedy_agreement']:.1%}", str(r["peak_rss_mib"])] for r in results]
+    header = [
+        "side",
+        f"beam {args.num_beams}, batch {args.batch_size}: sent/s",
+        "tok/s",
+        "greedy: sent/s",
+        "tok/s",
+        f"batch 1, beam {args.num_beams}: median ms",
+        "p90 ms",
+        "BLEU beam",
+        "BLEU greedy",
+        "greedy = SavedModel",
+        "peak RSS MiB",
+    ]
+    rows = [
+        [
+            r["side"],
+            cell(r.get("beam_sentences_per_second")),
+            cell(r.get("beam_tokens_per_second"), 0),
+            cell(r.get("greedy_sentences_per_second")),
+            cell(r.get("greedy_tokens_per_second"), 0),
+            cell(r["latency_median_ms"]),
+            cell(r["latency_p90_ms"]),
+            cell(r.get("beam_bleu")),
+            cell(r.get("greedy_bleu")),
+            "-" if r["greedy_agreement"] is None else f"{r['greedy_agreement']:.1%}",
+            str(r["peak_rss_mib"]),
+        ]
+        for r in results
+    ]
     settings = {
-        "run": os.path.abspath(args.run), "sentences": sentences, "latency_sentences": latency_sentences, "rounds": args.rounds,
-        "batch_size": args.batch_size, "threads": args.threads[0] if len(args.threads) == 1 else args.threads,
+        "run": os.path.abspath(args.run),
+        "sentences": sentences,
+        "latency_sentences": latency_sentences,
+        "rounds": args.rounds,
+        "batch_size": args.batch_size,
+        "threads": args.threads[0] if len(args.threads) == 1 else args.threads,
         "savedmodel_beams": config.get("num_beams"),
-        "savedmodel_length_penalty_gnmt": config.get("length_penalty"), "ctranslate2_beams": args.num_beams,
-        "ctranslate2_length_penalty": length_penalty, "ctranslate2_patience": args.patience,
-        "cpu": f"{_timing.cpu_name()}, {os.cpu_count()} cores", "commit": _timing.git_commit(), "date": _timing.utc_now(),
+        "savedmodel_length_penalty_gnmt": config.get("length_penalty"),
+        "ctranslate2_beams": args.num_beams,
+        "ctranslate2_length_penalty": length_penalty,
+        "ctranslate2_patience": args.patience,
+        "cpu": f"{_timing.cpu_name()}, {os.cpu_count()} cores",
+        "commit": _timing.git_commit(),
+        "date": _timing.utc_now(),
         "versions": _timing.versions(("tensorflow", "tensorflow-text", "ctranslate2", "sentencepiece", "sacrebleu")),
     }
     threads = f"{' or '.join(map(str, args.threads))} thread{'s' if args.threads != [1] else ''} per side"
-    print(f"\nServing {sentences} valid sentences of software_en_fr ({settings['cpu']}, {threads}, "
-          f"median of {args.rounds} rounds; tokenization included; output tokens are SentencePiece pieces)\n")
+    print(
+        f"\nServing {sentences} valid sentences of software_en_fr ({settings['cpu']}, {threads}, "
+        f"median of {args.rounds} rounds; tokenization included; output tokens are SentencePiece pieces)\n"
+    )
     print("\n".join(_timing.markdown_table(header, rows, right_aligned=range(1, len(header)))))
     print()
     print(json.dumps({"settings": settings}))

@@ -95,8 +95,13 @@ def keras_seq_lm(args, length):
     import keras_seq as ks
 
     return ks.models.transformer_lm(
-        args.vocabulary, length, num_layers=args.layers, hidden_dim=args.hidden, num_heads=args.heads,
-        intermediate_dim=args.feed_forward, dropout=0.0,
+        args.vocabulary,
+        length,
+        num_layers=args.layers,
+        hidden_dim=args.hidden,
+        num_heads=args.heads,
+        intermediate_dim=args.feed_forward,
+        dropout=0.0,
     )
 
 
@@ -125,7 +130,13 @@ def torch_lm(args, device):
             super().__init__()
             self.emb, self.pos = nn.Embedding(vocabulary, args.hidden), nn.Embedding(length, args.hidden)
             layer = nn.TransformerEncoderLayer(
-                args.hidden, args.heads, args.feed_forward, dropout=0.0, batch_first=True, norm_first=True, activation="relu"
+                args.hidden,
+                args.heads,
+                args.feed_forward,
+                dropout=0.0,
+                batch_first=True,
+                norm_first=True,
+                activation="relu",
             )
             self.enc = nn.TransformerEncoder(layer, args.layers, enable_nested_tensor=False)
             self.norm, self.out = nn.LayerNorm(args.hidden), nn.Linear(args.hidden, vocabulary)
@@ -153,8 +164,11 @@ def _setup(args):
         keras.config.disable_flash_attention()
     if args.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    return {**info, "flash_attention": args.flash_attention,
-            "precision": "mixed_bfloat16" if args.mixed_precision else "float32"}
+    return {
+        **info,
+        "flash_attention": args.flash_attention,
+        "precision": "mixed_bfloat16" if args.mixed_precision else "float32",
+    }
 
 
 def _training_cases(args, on_error):
@@ -169,14 +183,13 @@ def _training_cases(args, on_error):
         def make():
             model = build()
             model.compile(
-                optimizer=keras.optimizers.Adam(1e-3), jit_compile=True if args.jit_compile == "on" else "auto",
+                optimizer=keras.optimizers.Adam(1e-3),
+                jit_compile=True if args.jit_compile == "on" else "auto",
                 loss=loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             )
             return lambda: float(model.train_on_batch(x, y))
 
         return make
-
-    import keras_seq as ks
 
     cases = {
         KS: keras_step(lambda: keras_seq_lm(args, args.length)),
@@ -207,7 +220,8 @@ def _fit_cases(args, on_error):
         def make():
             model = build()
             model.compile(
-                optimizer=keras.optimizers.Adam(1e-3), jit_compile=True if args.jit_compile == "on" else "auto",
+                optimizer=keras.optimizers.Adam(1e-3),
+                jit_compile=True if args.jit_compile == "on" else "auto",
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             )
             model.fit(x[: 2 * args.batch_size], y[: 2 * args.batch_size], batch_size=args.batch_size, verbose=0)
@@ -223,6 +237,7 @@ def _fit_cases(args, on_error):
     except ImportError as error:
         on_error(HUB, error)
     if keras.backend.backend() == "torch":
+
         def torch_loop():
             step = _torch_training_step(args, x[: args.batch_size], y[: args.batch_size])
             return lambda: [step() for _ in range(args.fit_batches)]
@@ -298,8 +313,12 @@ def _generation_cases(args, on_error):
             def make():
                 if "backbone" not in backbone_holder:
                     backbone_holder["backbone"] = keras_hub.models.GPT2Backbone(
-                        vocabulary_size=args.vocabulary, num_layers=args.layers, num_heads=args.heads,
-                        hidden_dim=args.hidden, intermediate_dim=args.feed_forward, max_sequence_length=max_length,
+                        vocabulary_size=args.vocabulary,
+                        num_layers=args.layers,
+                        num_heads=args.heads,
+                        hidden_dim=args.hidden,
+                        intermediate_dim=args.feed_forward,
+                        max_sequence_length=max_length,
                     )
                 lm = keras_hub.models.GPT2CausalLM(backbone=backbone_holder["backbone"], preprocessor=None)
                 lm.compile(sampler=sampler() if callable(sampler) else sampler)
@@ -329,8 +348,12 @@ def _hf_generate(args, prompt):
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     config = GPT2Config(
-        vocab_size=args.vocabulary, n_positions=args.prompt + args.new_tokens, n_embd=args.hidden,
-        n_layer=args.layers, n_head=args.heads, n_inner=args.feed_forward,
+        vocab_size=args.vocabulary,
+        n_positions=args.prompt + args.new_tokens,
+        n_embd=args.hidden,
+        n_layer=args.layers,
+        n_head=args.heads,
+        n_inner=args.feed_forward,
     )
     model = GPT2LMHeadModel(config).eval().to(device)
     if args.mixed_precision:
@@ -371,22 +394,37 @@ def backend_run(args):
         )
         for name, seconds in times.items():
             median, low = _timing.summary(seconds)
-            _timing.emit(record="train", implementation=name, median_ms=median * 1e3, min_ms=low * 1e3,
-                         tokens_per_s=args.batch_size * args.length / median)
+            _timing.emit(
+                record="train",
+                implementation=name,
+                median_ms=median * 1e3,
+                min_ms=low * 1e3,
+                tokens_per_s=args.batch_size * args.length / median,
+            )
     if "fit" in args.parts:
         times = _timing.time_interleaved(_fit_cases(args, on_error), args.fit_rounds, warmup=0, on_error=on_error)
         for name, seconds in times.items():
             median, low = _timing.summary(seconds)
-            _timing.emit(record="fit", implementation=name, median_s=median, min_s=low,
-                         tokens_per_s=args.fit_batches * args.batch_size * args.length / median)
+            _timing.emit(
+                record="fit",
+                implementation=name,
+                median_s=median,
+                min_s=low,
+                tokens_per_s=args.fit_batches * args.batch_size * args.length / median,
+            )
     if "generate" in args.parts:
         times = _timing.time_interleaved(
             _generation_cases(args, on_error), args.gen_rounds, warmup=1, on_error=on_error
         )
         for name, seconds in times.items():
             median, low = _timing.summary(seconds)
-            _timing.emit(record="generate", implementation=name, median_s=median, min_s=low,
-                         new_tokens_per_s=args.gen_batch * args.new_tokens / median)
+            _timing.emit(
+                record="generate",
+                implementation=name,
+                median_s=median,
+                min_s=low,
+                new_tokens_per_s=args.gen_batch * args.new_tokens / median,
+            )
     # The peak again at the end: under a shared CPU's changing load, keep the higher of the two.
     later = _timing.matmul_peak(size, "float32")
     _timing.emit(record="peak", size=size, float32_flops=later)
@@ -431,19 +469,30 @@ def _tables(args, records):
             row = by.get(("train", backend, name))
             if row is None:
                 continue
-            rows.append([
-                backend, name, f"{row['median_ms']:.1f}", f"{row['min_ms']:.1f}", f"{row['tokens_per_s']:,.0f}",
-                _ratio(ks_rate, row["tokens_per_s"]), mfu(row["tokens_per_s"], train_flops, backend),
-            ])
+            rows.append(
+                [
+                    backend,
+                    name,
+                    f"{row['median_ms']:.1f}",
+                    f"{row['min_ms']:.1f}",
+                    f"{row['tokens_per_s']:,.0f}",
+                    _ratio(ks_rate, row["tokens_per_s"]),
+                    mfu(row["tokens_per_s"], train_flops, backend),
+                ]
+            )
     lines += _timing.markdown_table(
         ["backend", "implementation", "median ms/step", "min ms/step", "tokens/s", "keras_seq speed-up", "MFU"],
-        rows, right_aligned=(2, 3, 4, 5, 6),
+        rows,
+        right_aligned=(2, 3, 4, 5, 6),
     )
-    lines += ["", "`keras_seq speed-up`: keras_seq's tokens/s over the row's (targets: at least 1.10x keras-hub on "
-              "every backend, at least 0.90x native PyTorch on torch, i.e. a speed-up of 0.90x or more). Every Keras "
-              "model is compiled with `keras.losses.SparseCategoricalCrossentropy(from_logits=True)`, which keras_seq's "
-              f"models compute as `ks.losses.SparseCategoricalCrossentropy`; `{KS_KERAS_OP}`: the same model trained "
-              "with Keras' own op (a one-hot on JAX, a class-axis move on torch)."]
+    lines += [
+        "",
+        "`keras_seq speed-up`: keras_seq's tokens/s over the row's (targets: at least 1.10x keras-hub on "
+        "every backend, at least 0.90x native PyTorch on torch, i.e. a speed-up of 0.90x or more). Every Keras "
+        "model is compiled with `keras.losses.SparseCategoricalCrossentropy(from_logits=True)`, which keras_seq's "
+        f"models compute as `ks.losses.SparseCategoricalCrossentropy`; `{KS_KERAS_OP}`: the same model trained "
+        "with Keras' own op (a one-hot on JAX, a class-axis move on torch).",
+    ]
 
     lines += ["", f"### One `fit` call over {args.fit_batches} batches (tokens/s, higher is better)", ""]
     rows = []
@@ -452,17 +501,33 @@ def _tables(args, records):
         for name in (KS, HUB, TORCH):
             row = by.get(("fit", backend, name))
             if row is not None:
-                rows.append([backend, name, f"{row['median_s']:.2f}", f"{row['min_s']:.2f}",
-                             f"{row['tokens_per_s']:,.0f}", _ratio(ks and ks["tokens_per_s"], row["tokens_per_s"])])
+                rows.append(
+                    [
+                        backend,
+                        name,
+                        f"{row['median_s']:.2f}",
+                        f"{row['min_s']:.2f}",
+                        f"{row['tokens_per_s']:,.0f}",
+                        _ratio(ks and ks["tokens_per_s"], row["tokens_per_s"]),
+                    ]
+                )
     lines += _timing.markdown_table(
         ["backend", "implementation", "median s/fit", "min s/fit", "tokens/s", "keras_seq speed-up"],
-        rows, right_aligned=(2, 3, 4, 5),
+        rows,
+        right_aligned=(2, 3, 4, 5),
     )
-    lines += ["", "The wall time of `model.fit(x, y, batch_size, epochs=1)` on NumPy arrays, as "
-              "`anchors/keras_hub_lm_train.py` times it (native PyTorch: the same steps in a loop): the training "
-              "steps plus Keras' input pipeline and `fit`'s set-up and teardown."]
+    lines += [
+        "",
+        "The wall time of `model.fit(x, y, batch_size, epochs=1)` on NumPy arrays, as "
+        "`anchors/keras_hub_lm_train.py` times it (native PyTorch: the same steps in a loop): the training "
+        "steps plus Keras' input pipeline and `fit`'s set-up and teardown.",
+    ]
 
-    lines += ["", f"### Cached generation (batch {args.gen_batch}, prompt {args.prompt}, {args.new_tokens} new tokens)", ""]
+    lines += [
+        "",
+        f"### Cached generation (batch {args.gen_batch}, prompt {args.prompt}, {args.new_tokens} new tokens)",
+        "",
+    ]
     rows = []
     for backend in backends:
         ks_greedy = by.get(("generate", backend, f"{KS} greedy"))
@@ -474,17 +539,37 @@ def _tables(args, records):
             greedy = by.get(("generate", backend, name.replace(f"beam{BEAMS}", "greedy")))
             beam_ratio = f"{row['median_s'] / greedy['median_s']:.2f}x" if "beam" in name and greedy else ""
             speed_up = _ratio(ks_rate, row["new_tokens_per_s"]) if "greedy" in name else ""
-            rows.append([
-                backend, name, f"{row['median_s']:.2f}", f"{row['min_s']:.2f}", f"{row['new_tokens_per_s']:,.0f}",
-                speed_up, beam_ratio, mfu(row["new_tokens_per_s"], gen_flops, backend) if "greedy" in name else "",
-            ])
+            rows.append(
+                [
+                    backend,
+                    name,
+                    f"{row['median_s']:.2f}",
+                    f"{row['min_s']:.2f}",
+                    f"{row['new_tokens_per_s']:,.0f}",
+                    speed_up,
+                    beam_ratio,
+                    mfu(row["new_tokens_per_s"], gen_flops, backend) if "greedy" in name else "",
+                ]
+            )
     lines += _timing.markdown_table(
-        ["backend", "implementation", "median s/call", "min s/call", "new tokens/s", "keras_seq speed-up",
-         "beam / greedy time", "MFU"],
-        rows, right_aligned=(2, 3, 4, 5, 6, 7),
+        [
+            "backend",
+            "implementation",
+            "median s/call",
+            "min s/call",
+            "new tokens/s",
+            "keras_seq speed-up",
+            "beam / greedy time",
+            "MFU",
+        ],
+        rows,
+        right_aligned=(2, 3, 4, 5, 6, 7),
     )
-    lines += ["", f"Targets: keras_seq greedy at least 1.20x keras-hub's; beam search ({BEAMS} beams) at most 5x "
-              "greedy's time for the same new tokens (keras-hub's own ratio shown for reference)."]
+    lines += [
+        "",
+        f"Targets: keras_seq greedy at least 1.20x keras-hub's; beam search ({BEAMS} beams) at most 5x "
+        "greedy's time for the same new tokens (keras-hub's own ratio shown for reference).",
+    ]
 
     lines += ["", "### Model FLOPs utilisation", ""]
     rows = []
@@ -494,27 +579,64 @@ def _tables(args, records):
             cells.append(f"{peaks.get((backend, 'bfloat16_flops'), 0) / 1e9:,.0f}")
         rows.append(cells)
     header = ["backend", "measured float32 matmul peak, GFLOP/s"] + (
-        ["measured bfloat16 matmul peak, GFLOP/s"] if args.mixed_precision else [])
+        ["measured bfloat16 matmul peak, GFLOP/s"] if args.mixed_precision else []
+    )
     lines += _timing.markdown_table(header, rows, right_aligned=tuple(range(1, len(header))))
     n = matmul_parameters(args.vocabulary, args.layers, args.hidden, args.feed_forward)
-    lines += ["", f"FLOPs per token: training `6N + 12LDT` = {train_flops / 1e6:.1f} MFLOP (N = {n:,} matmul "
-              f"parameters), generation `2N + 4LDc` = {gen_flops / 1e6:.1f} MFLOP per new token (prompt prefill not "
-              f"counted). Peak: the faster of two medians of a {'/'.join(map(str, sorted(sizes)))}"
-              f"-square `keras.ops.matmul` measured at the start and end of each backend's run; MFU = tokens/s x "
-              f"FLOPs per token / peak ({precision} peak)."]
+    lines += [
+        "",
+        f"FLOPs per token: training `6N + 12LDT` = {train_flops / 1e6:.1f} MFLOP (N = {n:,} matmul "
+        f"parameters), generation `2N + 4LDc` = {gen_flops / 1e6:.1f} MFLOP per new token (prompt prefill not "
+        f"counted). Peak: the faster of two medians of a {'/'.join(map(str, sorted(sizes)))}"
+        f"-square `keras.ops.matmul` measured at the start and end of each backend's run; MFU = tokens/s x "
+        f"FLOPs per token / peak ({precision} peak).",
+    ]
     return lines, devices
 
 
 def drive(args):
-    forwarded = [
-        "--rounds", str(args.rounds), "--steps", str(args.steps), "--warmup", str(args.warmup),
-        "--gen-rounds", str(args.gen_rounds), "--batch-size", str(args.batch_size), "--length", str(args.length),
-        "--parts", ",".join(args.parts), "--flash-attention", args.flash_attention,
-        "--fit-rounds", str(args.fit_rounds), "--fit-batches", str(args.fit_batches),
-        "--vocabulary", str(args.vocabulary), "--layers", str(args.layers), "--hidden", str(args.hidden),
-        "--feed-forward", str(args.feed_forward), "--gen-batch", str(args.gen_batch), "--prompt", str(args.prompt),
-        "--new-tokens", str(args.new_tokens), "--jit-compile", args.jit_compile,
-    ] + (["--mixed-precision"] if args.mixed_precision else []) + ([] if args.hub_beam else ["--no-hub-beam"])
+    forwarded = (
+        [
+            "--rounds",
+            str(args.rounds),
+            "--steps",
+            str(args.steps),
+            "--warmup",
+            str(args.warmup),
+            "--gen-rounds",
+            str(args.gen_rounds),
+            "--batch-size",
+            str(args.batch_size),
+            "--length",
+            str(args.length),
+            "--parts",
+            ",".join(args.parts),
+            "--flash-attention",
+            args.flash_attention,
+            "--fit-rounds",
+            str(args.fit_rounds),
+            "--fit-batches",
+            str(args.fit_batches),
+            "--vocabulary",
+            str(args.vocabulary),
+            "--layers",
+            str(args.layers),
+            "--hidden",
+            str(args.hidden),
+            "--feed-forward",
+            str(args.feed_forward),
+            "--gen-batch",
+            str(args.gen_batch),
+            "--prompt",
+            str(args.prompt),
+            "--new-tokens",
+            str(args.new_tokens),
+            "--jit-compile",
+            args.jit_compile,
+        ]
+        + (["--mixed-precision"] if args.mixed_precision else [])
+        + ([] if args.hub_beam else ["--no-hub-beam"])
+    )
     if args.from_records:
         records, notes = _timing.load_records(args.from_records)
     else:
@@ -551,7 +673,9 @@ def drive(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend-run", action="store_true", help="measure the current KERAS_BACKEND only (JSON lines)")
+    parser.add_argument(
+        "--backend-run", action="store_true", help="measure the current KERAS_BACKEND only (JSON lines)"
+    )
     parser.add_argument("--backends", default=",".join(_timing.BACKENDS), help="comma-separated (driver mode)")
     parser.add_argument("--parts", default="train,fit,generate", help="comma-separated: train, fit, generate")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved training rounds (default 6)")
@@ -570,18 +694,30 @@ def main():
     parser.add_argument("--gen-batch", type=int, default=GEN_BATCH)
     parser.add_argument("--prompt", type=int, default=PROMPT)
     parser.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
-    parser.add_argument("--jit-compile", choices=("on", "auto"), default="on",
-                        help="Keras models' training jit_compile: True as in the anchors (default), or Keras' 'auto'")
+    parser.add_argument(
+        "--jit-compile",
+        choices=("on", "auto"),
+        default="on",
+        help="Keras models' training jit_compile: True as in the anchors (default), or Keras' 'auto'",
+    )
     parser.add_argument("--mixed-precision", action="store_true", help="mixed_bfloat16 (meant for GPUs)")
-    parser.add_argument("--flash-attention", choices=("on", "off"), default="on",
-                        help="keras.config.enable_flash_attention() (default; Keras' own default) or disable it")
-    parser.add_argument("--no-hub-beam", dest="hub_beam", action="store_false",
-                        help="skip keras-hub's beam search (slow on TensorFlow)")
+    parser.add_argument(
+        "--flash-attention",
+        choices=("on", "off"),
+        default="on",
+        help="keras.config.enable_flash_attention() (default; Keras' own default) or disable it",
+    )
+    parser.add_argument(
+        "--no-hub-beam", dest="hub_beam", action="store_false", help="skip keras-hub's beam search (slow on TensorFlow)"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny rounds, B=4, T=32, 8 new tokens")
     parser.add_argument("--write", metavar="PATH", help="also put the Markdown section into PATH")
     parser.add_argument("--records", metavar="PATH", help="also append every measurement to PATH (JSON lines)")
-    parser.add_argument("--from-records", metavar="PATH",
-                        help="make the tables from a --records file instead of measuring (same other flags)")
+    parser.add_argument(
+        "--from-records",
+        metavar="PATH",
+        help="make the tables from a --records file instead of measuring (same other flags)",
+    )
     args = parser.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     args.parts = [p for p in args.parts.split(",") if p]

@@ -52,14 +52,14 @@ on. Eole runs until its timed reports reach `--seconds`, then its process group 
 
 What differs and could not be made equal: padding (Eole sorts a whole pass by length and pads to
 each batch's longest; the recipe sorts pools of batches, and on JAX pads to bucket edges, which keep
-the compiled shapes few; the table gives each side's padded positions); Eole has a second dropout inside the feed-forward block (after the
-ReLU) that keras_seq has not; Eole's attention on a CPU is its own matmul-softmax-matmul; Eole
-skips a repeated source within a batch; the learning-rate schedules differ (the recipe's warm-up
-and linear decay, Eole's noam peaking at the same 2e-3): neither costs time. TensorFlow runs the
-recipe's `compile` default, which is not XLA for this model.
+the compiled shapes few; the table gives each side's padded positions); Eole has a second dropout
+inside the feed-forward block (after the ReLU) that keras_seq has not; Eole's attention on a CPU is
+its own matmul-softmax-matmul; Eole skips a repeated source within a batch; the learning-rate
+schedules differ (the recipe's warm-up and linear decay, Eole's noam peaking at the same 2e-3):
+neither costs time. TensorFlow runs the recipe's `compile` default, which is not XLA for this model.
 
 Memory: each keras_seq process keeps the memory a step frees for the next step
-(`ks.training.keep_freed_memory`, as every recipe's process does; on JAX it also runs the step on the calling
+(`recipes.memory.keep_freed_memory`, as every recipe's process does; on JAX it also runs the step on the calling
 thread); Eole runs with glibc's defaults, as its users run it. `MALLOC_MMAP_MAX_=0
 MALLOC_TRIM_THRESHOLD_=1073741824` in this script's environment gives Eole the same setting.
 
@@ -104,23 +104,38 @@ SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # keras_seq's reserved ids 0-3, as
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, help="timed seconds per side, after warm-up (default 60; --quick: 8)")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="runs of every side, in turn (Eole, tensorflow, jax, torch, Eole, ...); figures are medians over rounds")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of every side, in turn (Eole, tensorflow, jax, torch, Eole, ...); figures are medians over rounds",
+    )
     p.add_argument("--backends", default=",".join(_timing.BACKENDS), help="Keras backends, comma-separated")
     p.add_argument("--no-eole", action="store_true", help="leave Eole out")
     p.add_argument("--threads", type=int, default=2, help="compute threads on every side")
     p.add_argument("--batch-size", type=int, default=32, help="the recipe's --batch-size (pairs per batch)")
-    p.add_argument("--warmup-steps", type=int, help="steps left untimed at the start of every side (default 50; --quick: 20)")
+    p.add_argument(
+        "--warmup-steps", type=int, help="steps left untimed at the start of every side (default 50; --quick: 20)"
+    )
     p.add_argument("--report-every", type=int, default=10, help="Eole's report_every (steps per logged figure)")
-    p.add_argument("--eole-workers", type=int, default=0,
-                   help="Eole's num_workers: 0 loads data in the training process, as keras_seq's tf.data does "
-                        "(Eole's default, 2, adds two DataLoader processes)")
+    p.add_argument(
+        "--eole-workers",
+        type=int,
+        default=0,
+        help="Eole's num_workers: 0 loads data in the training process, as keras_seq's tf.data does "
+        "(Eole's default, 2, adds two DataLoader processes)",
+    )
     p.add_argument("--eole-venv", default=DEFAULT_EOLE_VENV, help="virtualenv with eole (bin/eole, bin/python)")
     p.add_argument("--tox-dir", default=str(REPO / ".tox"), help="folder of the tox environments, one per backend")
-    p.add_argument("--work-dir", help="keep the prepared data, Eole's config and logs here (default: a temporary folder)")
+    p.add_argument(
+        "--work-dir", help="keep the prepared data, Eole's config and logs here (default: a temporary folder)"
+    )
     p.add_argument("--records", metavar="FILE", help="also append every record to FILE (JSON lines)")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke test: 8 s timed per side, 20 warm-up steps, Eole reporting every 5 steps")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: 8 s timed per side, 20 warm-up steps, Eole reporting every 5 steps",
+    )
     # Internal: the per-process runs.
     p.add_argument("--prepare-run", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument("--backend-run", metavar="DIR", help=argparse.SUPPRESS)
@@ -139,7 +154,8 @@ def parse():
 
 
 def recipe_args(batch_size):
-    """`recipes.translate`'s parsed flags for `--model transformer --batch-size N`, with the model's defaults filled in."""
+    """`recipes.translate`'s parsed flags for `--model transformer --batch-size N`, with the model's defaults filled
+    in."""
     from recipes import translate
 
     args = translate.parse(["--model", "transformer", "--batch-size", str(batch_size)])
@@ -183,8 +199,9 @@ def epoch_batches(source, target, batch_size, longest, seed, epoch):
     from recipes import translate
 
     rows = []
-    for _, labels in pipeline.padded_batches({"source": source, "target": target}, batch_size, longest,
-                                             translate.teacher_forcing, seed, epoch, epoch + 1):
+    for _, labels in pipeline.padded_batches(
+        {"source": source, "target": target}, batch_size, longest, translate.teacher_forcing, seed, epoch, epoch + 1
+    ):
         labels = labels.numpy()
         rows.append((labels.shape, int(np.count_nonzero(labels)), int(labels.size)))
     return rows
@@ -204,8 +221,10 @@ def prepare_run(directory, batch_size, workers):
     if tuple(pieces[:4]) != SPECIALS:
         raise SystemExit(f"bench_translate_train: expected the reserved pieces {SPECIALS} first, got {pieces[:4]}")
     if len(set(pieces)) != len(pieces) or any(any(c in p for c in " \t\n\r\x0b\x0c") or not p for p in pieces):
-        raise SystemExit("bench_translate_train: a SentencePiece piece is repeated, empty or holds ASCII white space: "
-                         "Eole could not read the pieces back as the same tokens")
+        raise SystemExit(
+            "bench_translate_train: a SentencePiece piece is repeated, empty or holds ASCII white space: "
+            "Eole could not read the pieces back as the same tokens"
+        )
     (directory / "vocab.txt").write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
     source_rows = [[pieces[i] for i in row] for row in source.to_list()]
     target_rows = [[pieces[i] for i in row[1:-1]] for row in target.to_list()]  # Eole adds start and end itself
@@ -215,14 +234,21 @@ def prepare_run(directory, batch_size, workers):
     keras_tokens = sum(r[1] for r in keras_rows) / len(keras_rows)
     eole_size, eole_stats = eole_batch_size(source_rows, target_rows, keras_tokens, workers)
     workers = max(1, workers)
-    eole_stats["eole_bucket_size"] = max(sum(1 for i in range(len(source_rows)) if (i // workers) % workers == w)
-                                         for w in range(workers))
+    eole_stats["eole_bucket_size"] = max(
+        sum(1 for i in range(len(source_rows)) if (i // workers) % workers == w) for w in range(workers)
+    )
     _timing.emit(
-        pairs=len(kept), dropped_long=dropped, vocabulary=len(subword), longest=longest,
-        keras_batches_per_epoch=len(keras_rows), keras_target_tokens_per_batch=round(keras_tokens, 1),
+        pairs=len(kept),
+        dropped_long=dropped,
+        vocabulary=len(subword),
+        longest=longest,
+        keras_batches_per_epoch=len(keras_rows),
+        keras_target_tokens_per_batch=round(keras_tokens, 1),
         keras_target_positions_per_batch=round(sum(r[2] for r in keras_rows) / len(keras_rows), 1),
-        eole_batch_size=eole_size, **eole_stats,
-        source_tokens=sum(map(len, source_rows)), target_tokens=sum(len(r) + 1 for r in target_rows),
+        eole_batch_size=eole_size,
+        **eole_stats,
+        source_tokens=sum(map(len, source_rows)),
+        target_tokens=sum(len(r) + 1 for r in target_rows),
     )
 
 
@@ -242,8 +268,10 @@ def eole_batches(source_rows, target_rows, batch_tokens, workers):
     batches = []
     for worker in range(workers):
         lines = [i for i in range(len(source_rows)) if (i // workers) % workers == worker]
-        examples = sorted(((len(source_rows[i]), len(target_rows[i]) + 2, " ".join(source_rows[i])) for i in lines),
-                          key=lambda e: (e[0], e[1]))
+        examples = sorted(
+            ((len(source_rows[i]), len(target_rows[i]) + 2, " ".join(source_rows[i])) for i in lines),
+            key=lambda e: (e[0], e[1]),
+        )
         batch, longest, seen = [], 0, set()
 
         def close(rows):
@@ -310,9 +338,9 @@ def backend_run(directory, args):
     import keras_seq as ks
     from keras_seq.data import pipeline
     from keras_seq.data.subword import SubwordVocabulary
-    from recipes import devices, translate
+    from recipes import devices, memory, translate
 
-    ks.training.keep_freed_memory()  # as every recipe's process does (recipes.common)
+    memory.keep_freed_memory()  # as every recipe's process does (recipes.common)
 
     recipe = recipe_args(args.batch_size)
     keras.utils.set_random_seed(recipe.seed)
@@ -324,40 +352,63 @@ def backend_run(directory, args):
     translate.compile_model(model, recipe)
 
     def batches(first_epoch, epochs, seed=recipe.seed):
-        return pipeline.padded_batches({"source": source, "target": target}, recipe.batch_size, longest,
-                                       translate.teacher_forcing, seed, first_epoch, epochs)
+        return pipeline.padded_batches(
+            {"source": source, "target": target},
+            recipe.batch_size,
+            longest,
+            translate.teacher_forcing,
+            seed,
+            first_epoch,
+            epochs,
+        )
 
     steps_per_epoch = pipeline.count_batches(batches(0, 1, seed=None))
     epochs = 1000  # stopped by the timer long before
     timer = _step_timer_class()(
-        lambda epoch: epoch_batches(source, target, recipe.batch_size, longest, recipe.seed, epoch), args.seconds,
+        lambda epoch: epoch_batches(source, target, recipe.batch_size, longest, recipe.seed, epoch),
+        args.seconds,
         args.warmup_steps,
     )
     budget = ks.training.TrainingBudget(seconds=10 * args.seconds + 3600)  # the rate schedule's clock only
     started = time.perf_counter()
     model.fit(
-        devices.fed_batches(batches(0, epochs).repeat(), 0), epochs=epochs, steps_per_epoch=steps_per_epoch,
+        devices.fed_batches(batches(0, epochs).repeat(), 0),
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
         callbacks=[budget, ks.training.WarmupLinearDecay(budget, recipe.learning_rate, recipe.warmup), timer],
-        shuffle=False, verbose=0,
+        shuffle=False,
+        verbose=0,
     )
     if not timer.timed:
         raise SystemExit(f"bench_translate_train: no step timed in {timer.steps} steps (warm-up {args.warmup_steps})")
     seconds = sum(t for t, _, _ in timer.timed)
     tokens = sum(n for _, n, _ in timer.timed)
     _timing.emit(
-        side="keras_seq", target_tokens_per_second=round(tokens / seconds, 1),
-        timed_seconds=round(seconds, 2), timed_steps=len(timer.timed), untimed_steps=timer.steps - len(timer.timed),
+        side="keras_seq",
+        target_tokens_per_second=round(tokens / seconds, 1),
+        timed_seconds=round(seconds, 2),
+        timed_steps=len(timer.timed),
+        untimed_steps=timer.steps - len(timer.timed),
         new_shape_steps=timer.compiled,
         ms_per_step=round(1000 * seconds / len(timer.timed), 2),
         median_ms_per_step=round(1000 * statistics.median(t for t, _, _ in timer.timed), 2),
         target_tokens_per_batch=round(tokens / len(timer.timed), 1),
         target_positions_per_batch=round(sum(p for _, _, p in timer.timed) / len(timer.timed), 1),
-        pairs=len(kept), steps_per_epoch=steps_per_epoch, wall_seconds=round(time.perf_counter() - started, 1),
-        jit_compile=bool(getattr(model, "jit_compile", False)), parameters=int(model.count_params()),
-        median_ms_by_width={str(w): round(1000 * statistics.median(t for (t, _, _), (x, _) in zip(timer.timed, timer.widths)
-                                                                     if x == w), 2) for w in sorted({w for w, _ in timer.widths})},
-        slowest_steps=[[round(1000 * t, 1), w, step] for (t, _, _), (w, step) in
-                       sorted(zip(timer.timed, timer.widths), key=lambda pair: -pair[0][0])[:3]],
+        pairs=len(kept),
+        steps_per_epoch=steps_per_epoch,
+        wall_seconds=round(time.perf_counter() - started, 1),
+        jit_compile=bool(getattr(model, "jit_compile", False)),
+        parameters=int(model.count_params()),
+        median_ms_by_width={
+            str(w): round(
+                1000 * statistics.median(t for (t, _, _), (x, _) in zip(timer.timed, timer.widths) if x == w), 2
+            )
+            for w in sorted({w for w, _ in timer.widths})
+        },
+        slowest_steps=[
+            [round(1000 * t, 1), w, step]
+            for (t, _, _), (w, step) in sorted(zip(timer.timed, timer.widths), key=lambda pair: -pair[0][0])[:3]
+        ],
         versions=_timing.versions(("keras", "tensorflow", "jax", "torch")),
     )
 
@@ -403,8 +454,13 @@ def _step_timer_class():
 
 
 def environment(threads):
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "PYTHONHASHSEED": "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     env.pop("KERAS_BACKEND", None)
     return env
 
@@ -426,8 +482,16 @@ def tox_python(args, backend):
 
 def prepare(args, directory):
     print("preparing the data and the SentencePiece model (tensorflow environment) ...", file=sys.stderr, flush=True)
-    command = [tox_python(args, "tensorflow"), __file__, "--prepare-run", str(directory),
-               "--batch-size", str(args.batch_size), "--eole-workers", str(args.eole_workers)]
+    command = [
+        tox_python(args, "tensorflow"),
+        __file__,
+        "--prepare-run",
+        str(directory),
+        "--batch-size",
+        str(args.batch_size),
+        "--eole-workers",
+        str(args.eole_workers),
+    ]
     env = {**environment(args.threads), "KERAS_BACKEND": "tensorflow"}
     record, note = run_json(command, env, "prepare")
     if record is None:
@@ -437,9 +501,20 @@ def prepare(args, directory):
 
 def keras_side(args, directory, backend):
     print(f"keras_seq, {backend} backend ...", file=sys.stderr, flush=True)
-    command = [tox_python(args, backend), __file__, "--backend-run", str(directory), "--seconds", str(args.seconds),
-               "--threads", str(args.threads), "--batch-size", str(args.batch_size),
-               "--warmup-steps", str(args.warmup_steps)]
+    command = [
+        tox_python(args, backend),
+        __file__,
+        "--backend-run",
+        str(directory),
+        "--seconds",
+        str(args.seconds),
+        "--threads",
+        str(args.threads),
+        "--batch-size",
+        str(args.batch_size),
+        "--warmup-steps",
+        str(args.warmup_steps),
+    ]
     record, note = run_json(command, {**environment(args.threads), "KERAS_BACKEND": backend}, f"keras_seq {backend}")
     return ({"backend": backend, **record} if record else None), note
 
@@ -449,31 +524,75 @@ def eole_config(args, directory, prepared, round_index):
     warmup = 200
     peak = 2e-3  # the recipe's peak rate, reached by the noam schedule at `warmup` steps
     return {
-        "save_data": str(directory / "eole"), "overwrite": True, "seed": round_index,
-        "src_vocab": str(directory / "vocab.txt"), "tgt_vocab": str(directory / "vocab.txt"), "share_vocab": True,
-        "src_vocab_size": prepared["vocabulary"], "tgt_vocab_size": prepared["vocabulary"], "vocab_size_multiple": 1,
-        "src_words_min_frequency": 0, "tgt_words_min_frequency": 0,
-        "pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "decoder_start_token": "<s>",
+        "save_data": str(directory / "eole"),
+        "overwrite": True,
+        "seed": round_index,
+        "src_vocab": str(directory / "vocab.txt"),
+        "tgt_vocab": str(directory / "vocab.txt"),
+        "share_vocab": True,
+        "src_vocab_size": prepared["vocabulary"],
+        "tgt_vocab_size": prepared["vocabulary"],
+        "vocab_size_multiple": 1,
+        "src_words_min_frequency": 0,
+        "tgt_words_min_frequency": 0,
+        "pad_token": "<pad>",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "decoder_start_token": "<s>",
         "data": {"corpus_1": {"path_src": str(directory / "train.src"), "path_tgt": str(directory / "train.tgt")}},
-        "skip_empty_level": "silent", "report_every": args.report_every, "tensorboard": False,
+        "skip_empty_level": "silent",
+        "report_every": args.report_every,
+        "tensorboard": False,
         "model": {
-            "architecture": "transformer", "hidden_size": 128, "layers": 2, "heads": 4, "transformer_ff": 256,
-            "mlp_activation_fn": "relu", "layer_norm": "standard", "norm_eps": 1e-5,
-            "add_qkvbias": True, "add_final_linear_bias": True, "add_ffnbias": True, "generator_bias": True,
-            "share_embeddings": True, "share_decoder_embeddings": True,
+            "architecture": "transformer",
+            "hidden_size": 128,
+            "layers": 2,
+            "heads": 4,
+            "transformer_ff": 256,
+            "mlp_activation_fn": "relu",
+            "layer_norm": "standard",
+            "norm_eps": 1e-5,
+            "add_qkvbias": True,
+            "add_final_linear_bias": True,
+            "add_ffnbias": True,
+            "generator_bias": True,
+            "share_embeddings": True,
+            "share_decoder_embeddings": True,
             "embeddings": {"word_vec_size": 128, "position_encoding_type": "SinusoidalInterleaved"},
         },
         "training": {
-            "model_path": str(directory / "eole_model"), "train_steps": 1_000_000, "save_checkpoint_steps": 1_000_000,
-            "valid_steps": 1_000_000, "world_size": 1, "gpu_ranks": [], "num_workers": args.eole_workers,
-            "batch_type": "tokens", "batch_size": prepared["eole_batch_size"], "batch_size_multiple": 1,
+            "model_path": str(directory / "eole_model"),
+            "train_steps": 1_000_000,
+            "save_checkpoint_steps": 1_000_000,
+            "valid_steps": 1_000_000,
+            "world_size": 1,
+            "gpu_ranks": [],
+            "num_workers": args.eole_workers,
+            "batch_type": "tokens",
+            "batch_size": prepared["eole_batch_size"],
+            "batch_size_multiple": 1,
             "bucket_size": prepared["eole_bucket_size"],  # one pass over a worker's lines per bucket
-            "normalization": "tokens", "accum_count": [1], "accum_steps": [0],
-            "optim": "adam", "adam_beta1": 0.9, "adam_beta2": 0.98, "adam_eps": 1e-9, "max_grad_norm": 0.0,
-            "learning_rate": peak / (128 ** -0.5 * warmup ** -0.5), "decay_method": "noam", "warmup_steps": warmup,
-            "label_smoothing": 0.1, "dropout": [0.1], "attention_dropout": [0.1], "dropout_steps": [0],
-            "param_init_method": "xavier_uniform", "param_init": 0.0,
-            "compute_dtype": "fp32", "self_attn_backend": "pytorch", "log_attention_entropy": False,
+            "normalization": "tokens",
+            "accum_count": [1],
+            "accum_steps": [0],
+            "optim": "adam",
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.98,
+            "adam_eps": 1e-9,
+            "max_grad_norm": 0.0,
+            "learning_rate": peak / (128**-0.5 * warmup**-0.5),
+            "decay_method": "noam",
+            "warmup_steps": warmup,
+            "label_smoothing": 0.1,
+            "dropout": [0.1],
+            "attention_dropout": [0.1],
+            "dropout_steps": [0],
+            "param_init_method": "xavier_uniform",
+            "param_init": 0.0,
+            "compute_dtype": "fp32",
+            "self_attn_backend": "pytorch",
+            "log_attention_entropy": False,
         },
     }
 
@@ -491,8 +610,15 @@ def eole_side(args, directory, prepared, round_index):
     reports, timed, started, new_pass = [], [], time.monotonic(), False
     deadline = started + 600 + 20 * args.seconds  # a run whose reports never come is ended
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, env=env, cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, start_new_session=True)  # its own process group: it and its loaders
+        process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=directory,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )  # its own process group: it and its loaders
         try:
             for line in process.stdout:
                 log.write(line)
@@ -501,20 +627,37 @@ def eole_side(args, directory, prepared, round_index):
                 match = EOLE_REPORT.search(line)
                 if match:
                     step, src_bsz, tgt_bsz, rows, src_rate, tgt_rate = map(float, match.groups())
-                    reports.append(dict(step=int(step), source_per_batch=src_bsz, target_per_batch=tgt_bsz,
-                                        rows_per_batch=rows, source_per_second=src_rate, target_per_second=tgt_rate))
+                    reports.append(
+                        dict(
+                            step=int(step),
+                            source_per_batch=src_bsz,
+                            target_per_batch=tgt_bsz,
+                            rows_per_batch=rows,
+                            source_per_second=src_rate,
+                            target_per_second=tgt_rate,
+                        )
+                    )
                     loaded, new_pass = new_pass, False
                     if step > args.warmup_steps and tgt_rate > 0 and not loaded:
                         timed.append(reports[-1])
-                        if sum(r["target_per_batch"] * args.report_every / r["target_per_second"] for r in timed) >= args.seconds:
+                        if (
+                            sum(r["target_per_batch"] * args.report_every / r["target_per_second"] for r in timed)
+                            >= args.seconds
+                        ):
                             break
                 if time.monotonic() > deadline:
                     break
         finally:
             _end_group(process)
-    versions = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; "
-                               "print(', '.join(f'{p} {m.version(p)}' for p in ('eole', 'torch')))"],
-                              capture_output=True, text=True).stdout.strip()
+    versions = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(', '.join(f'{p} {m.version(p)}' for p in ('eole', 'torch')))",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if not timed:
         tail = log_path.read_text().strip().splitlines()[-3:] if log_path.exists() else []
         return None, f"Eole: no timed report (log {log_path}): {' | '.join(tail)[:400]}"
@@ -522,15 +665,21 @@ def eole_side(args, directory, prepared, round_index):
     seconds = sum(r["target_per_batch"] * args.report_every / r["target_per_second"] for r in timed)
     steps = len(timed) * args.report_every
     return {
-        "side": "Eole", "backend": "torch (Eole)", "target_tokens_per_second": round(tokens / seconds, 1),
-        "timed_seconds": round(seconds, 2), "timed_steps": steps, "untimed_steps": reports[-1]["step"] - steps,
+        "side": "Eole",
+        "backend": "torch (Eole)",
+        "target_tokens_per_second": round(tokens / seconds, 1),
+        "timed_seconds": round(seconds, 2),
+        "timed_steps": steps,
+        "untimed_steps": reports[-1]["step"] - steps,
         "ms_per_step": round(1000 * seconds / steps, 2),
-        "median_ms_per_step": round(1000 * statistics.median(
-            r["target_per_batch"] / r["target_per_second"] for r in timed), 2),
+        "median_ms_per_step": round(
+            1000 * statistics.median(r["target_per_batch"] / r["target_per_second"] for r in timed), 2
+        ),
         "target_tokens_per_batch": round(tokens / steps, 1),
         "rows_per_batch": round(sum(r["rows_per_batch"] for r in timed) / len(timed), 1),
         "source_tokens_per_batch": round(sum(r["source_per_batch"] for r in timed) / len(timed), 1),
-        "eole_batch_size_tokens": prepared["eole_batch_size"], "wall_seconds": round(time.monotonic() - started, 1),
+        "eole_batch_size_tokens": prepared["eole_batch_size"],
+        "wall_seconds": round(time.monotonic() - started, 1),
         "versions": versions,
     }, None
 
@@ -605,34 +754,71 @@ def report(args, prepared, records, notes):
     for (side, backend), rows in by_side.items():
         rate = median("target_tokens_per_second", rows)
         ratio = f"{rate / eole_rate:.2f}" if rate and eole_rate else "-"
-        table.append([side, backend, f"{rate:,.0f}", ratio, f"{median('ms_per_step', rows):.1f}",
-                      f"{median('target_tokens_per_batch', rows):.0f}", positions(rows), f"{median('timed_steps', rows):.0f}"])
-    keras_versions = sorted({item for r in records if r["side"] == "keras_seq" for item in r["versions"].split(", ")
-                             if "not installed" not in item})
+        table.append(
+            [
+                side,
+                backend,
+                f"{rate:,.0f}",
+                ratio,
+                f"{median('ms_per_step', rows):.1f}",
+                f"{median('target_tokens_per_batch', rows):.0f}",
+                positions(rows),
+                f"{median('timed_steps', rows):.0f}",
+            ]
+        )
+    keras_versions = sorted(
+        {
+            item
+            for r in records
+            if r["side"] == "keras_seq"
+            for item in r["versions"].split(", ")
+            if "not installed" not in item
+        }
+    )
     eole_versions = sorted({r["versions"] for r in records if r["side"] == "Eole"})
     jit = sorted({f"{r['backend']} {'on' if r['jit_compile'] else 'off'}" for r in records if r["side"] == "keras_seq"})
     print()
-    print(f"{_timing.utc_now()}, commit {_timing.git_commit()}, {_timing.cpu_name()}, {os.cpu_count()} cores; CPU, "
-          f"float32; {args.threads} threads a side; {args.seconds:g} s timed per side after {args.warmup_steps} warm-up "
-          f"steps; {args.rounds} round(s), medians over rounds.")
-    print(f"Versions: keras_seq side {', '.join(keras_versions) or '-'} (the tox environments); Eole side "
-          f"{'; '.join(eole_versions) or '-'}. jit_compile (the recipe's `compile` default): {', '.join(jit) or '-'}.")
-    print(f"Data: software_en_fr train, {prepared['pairs']} pairs ({prepared['dropped_long']} over 64 tokens left out), "
-          f"one joint SentencePiece model of {prepared['vocabulary']} pieces, the same pieces on both sides; "
-          f"{prepared['target_tokens']} target tokens a pass (end ids included).")
-    print(f"Model: 2+2 pre-norm blocks, width 128, 4 heads, FFN 256 (ReLU), sinusoidal positions, dropout 0.1, "
-          f"three-way tied embeddings; Adam (beta_2 0.98, eps 1e-9), label smoothing 0.1.")
-    print(f"Batches: keras_seq, the recipe's {args.batch_size} pairs from pools sorted by length "
-          f"({prepared['keras_target_tokens_per_batch']:.0f} target tokens in "
-          f"{prepared['keras_target_positions_per_batch']:.0f} padded positions a batch over an epoch, padded to "
-          f"each batch's longest; on JAX to bucket edges); Eole, "
-          f"batch_type tokens, batch_size {prepared['eole_batch_size']} "
-          f"({prepared['eole_target_tokens_per_batch_simulated']:.0f} target tokens in "
-          f"{prepared['eole_target_positions_per_batch_simulated']:.0f} padded positions a batch over a pass, simulated), "
-          f"{args.eole_workers} DataLoader workers; its figure: the TGT tok/s of its reports every {args.report_every} steps.")
+    print(
+        f"{_timing.utc_now()}, commit {_timing.git_commit()}, {_timing.cpu_name()}, {os.cpu_count()} cores; CPU, "
+        f"float32; {args.threads} threads a side; {args.seconds:g} s timed per side after {args.warmup_steps} warm-up "
+        f"steps; {args.rounds} round(s), medians over rounds."
+    )
+    print(
+        f"Versions: keras_seq side {', '.join(keras_versions) or '-'} (the tox environments); Eole side "
+        f"{'; '.join(eole_versions) or '-'}. jit_compile (the recipe's `compile` default): {', '.join(jit) or '-'}."
+    )
+    print(
+        f"Data: software_en_fr train, {prepared['pairs']} pairs ({prepared['dropped_long']} over 64 tokens left out), "
+        f"one joint SentencePiece model of {prepared['vocabulary']} pieces, the same pieces on both sides; "
+        f"{prepared['target_tokens']} target tokens a pass (end ids included)."
+    )
+    print(
+        "Model: 2+2 pre-norm blocks, width 128, 4 heads, FFN 256 (ReLU), sinusoidal positions, dropout 0.1, "
+        "three-way tied embeddings; Adam (beta_2 0.98, eps 1e-9), label smoothing 0.1."
+    )
+    print(
+        f"Batches: keras_seq, the recipe's {args.batch_size} pairs from pools sorted by length "
+        f"({prepared['keras_target_tokens_per_batch']:.0f} target tokens in "
+        f"{prepared['keras_target_positions_per_batch']:.0f} padded positions a batch over an epoch, padded to "
+        f"each batch's longest; on JAX to bucket edges); Eole, "
+        f"batch_type tokens, batch_size {prepared['eole_batch_size']} "
+        f"({prepared['eole_target_tokens_per_batch_simulated']:.0f} target tokens in "
+        f"{prepared['eole_target_positions_per_batch_simulated']:.0f} padded positions a batch over a pass, "
+        f"simulated), "
+        f"{args.eole_workers} DataLoader workers; its figure: the TGT tok/s of its reports every "
+        f"{args.report_every} steps."
+    )
     print()
-    header = ["side", "backend", "target tokens/s", "ratio to Eole", "ms/step", "target tokens/batch",
-              "padded target positions/batch", "timed steps"]
+    header = [
+        "side",
+        "backend",
+        "target tokens/s",
+        "ratio to Eole",
+        "ms/step",
+        "target tokens/batch",
+        "padded target positions/batch",
+        "timed steps",
+    ]
     print("\n".join(_timing.markdown_table(header, table, right_aligned=range(2, 8))))
     for note in notes:
         print(f"\nNote: {note}")

@@ -23,8 +23,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
 
-CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "keras_seq", "data", "corpora", "software_en_fr", "pairs.tsv.gz")
+CORPUS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "keras_seq",
+    "data",
+    "corpora",
+    "software_en_fr",
+    "pairs.tsv.gz",
+)
 
 
 def memory_mib():
@@ -71,15 +77,27 @@ def main():
         words += sum(len(o.split()) for o in outputs)
         if number == 1 or number in tenths:
             resident, peak = memory_mib()
-            samples.append({"batches": number, "sentences": min(number * args.batch_size, len(sources)),
-                            "seconds": round(time.monotonic() - started, 1), "rss_mib": round(resident), "peak_mib": round(peak)})
+            samples.append(
+                {
+                    "batches": number,
+                    "sentences": min(number * args.batch_size, len(sources)),
+                    "seconds": round(time.monotonic() - started, 1),
+                    "rss_mib": round(resident),
+                    "peak_mib": round(peak),
+                }
+            )
             print(json.dumps(samples[-1]), flush=True)
     seconds = time.monotonic() - started
     resident = [s["rss_mib"] for s in samples]
     summary = {
-        "sentences": len(sources), "batch_size": args.batch_size, "seconds": round(seconds, 1),
-        "sentences_per_second": round(len(sources) / seconds, 1), "output_words_per_second": round(words / seconds),
-        "rss_first_batch_mib": resident[0], "rss_last_mib": resident[-1], "peak_mib": samples[-1]["peak_mib"],
+        "sentences": len(sources),
+        "batch_size": args.batch_size,
+        "seconds": round(seconds, 1),
+        "sentences_per_second": round(len(sources) / seconds, 1),
+        "output_words_per_second": round(words / seconds),
+        "rss_first_batch_mib": resident[0],
+        "rss_last_mib": resident[-1],
+        "peak_mib": samples[-1]["peak_mib"],
         "rss_growth_second_to_last_tenth_mib": resident[-1] - resident[2] if len(resident) > 2 else None,
         "keras_or_keras_seq_imported": any(name in sys.modules for name in ("keras", "keras_seq")),
     }

@@ -30,28 +30,34 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--train", help="training pairs, UTF-8 TSV `source<TAB>target`")
     p.add_argument("--valid", help="valid pairs (validation loss each epoch; scored when no --test)")
-    p.add_argument("--data", choices=("software",),
-                   help="the embedded English-French software messages instead of files")
+    p.add_argument(
+        "--data", choices=("software",), help="the embedded English-French software messages instead of files"
+    )
     p.add_argument("--test", help="pairs to score instead of --valid: a TSV file, or a split name with --data")
     p.add_argument("--max-seconds", type=float, default=600.0, help="training budget in wall-clock seconds")
     p.add_argument("--output-dir", default="runs/keras_hub_translate")
     p.add_argument("--vocab-size", type=int, default=8000, help="WordPiece vocabulary size, per language")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-length", type=int, default=64,
-                   help="longest sequence in tokens (source, and target with [START])")
+    p.add_argument(
+        "--max-length", type=int, default=64, help="longest sequence in tokens (source, and target with [START])"
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--hidden-dim", type=int, default=128)
     p.add_argument("--num-heads", type=int, default=4)
     p.add_argument("--intermediate-dim", type=int, default=256)
     p.add_argument("--layers", type=int, default=2, help="encoder layers, and decoder layers")
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--learning-rate", type=float, default=1e-3,
-                   help="peak of the warm-up then inverse-square-root schedule")
+    p.add_argument(
+        "--learning-rate", type=float, default=1e-3, help="peak of the warm-up then inverse-square-root schedule"
+    )
     p.add_argument("--warmup-steps", type=int, default=500)
-    p.add_argument("--padding", choices=("batch", "fixed"),
-                   help=f"batch: each batch to its longest sequence (rounded up to {PAD_MULTIPLE}); fixed: every "
-                        "batch to --max-length, as keras-hub's example does (default: batch on TensorFlow, fixed on "
-                        "other backends, where every new shape is compiled anew)")
+    p.add_argument(
+        "--padding",
+        choices=("batch", "fixed"),
+        help=f"batch: each batch to its longest sequence (rounded up to {PAD_MULTIPLE}); fixed: every "
+        "batch to --max-length, as keras-hub's example does (default: batch on TensorFlow, fixed on "
+        "other backends, where every new shape is compiled anew)",
+    )
     args = p.parse_args(argv)
     if args.data and (args.train or args.valid):
         p.error("--data: expected no --train/--valid with it")
@@ -125,7 +131,8 @@ def round_up(length, limit):
 def batches(sources, targets, args, shuffle):
     """((encoder ids, decoder ids), next ids) batches; targets already hold [START] ... [END]."""
     data = tf.data.Dataset.from_tensor_slices(
-        (tf.ragged.constant(sources, tf.int32), tf.ragged.constant(targets, tf.int32)))
+        (tf.ragged.constant(sources, tf.int32), tf.ragged.constant(targets, tf.int32))
+    )
     if shuffle:
         data = data.shuffle(len(sources), seed=args.seed, reshuffle_each_iteration=True)
     data = data.ragged_batch(args.batch_size)
@@ -144,7 +151,8 @@ def batches(sources, targets, args, shuffle):
 
     options = tf.data.Options()
     # Without this, TensorFlow's fit can wait seconds at each epoch's end for tf.data's autotuning
-    # thread while the CPU is busy (docs/design_choices.md, "Feeding arrays to `fit`"); the pipeline only pads arrays already in memory.
+    # thread while the CPU is busy (docs/design_choices.md, "Feeding arrays to `fit`"); the pipeline only pads
+    # arrays already in memory.
     options.autotune.enabled = False
     return data.map(split).prefetch(2).with_options(options)
 
@@ -173,7 +181,9 @@ def build(args, source_vocabulary, target_vocabulary):
     y = keras.layers.Dropout(args.dropout)(y)
     for i in range(args.layers):
         y = keras_hub.layers.TransformerDecoder(**layer, name=f"decoder_{i}")(
-            y, encoded, decoder_padding_mask=ops.not_equal(target_ids, PAD),
+            y,
+            encoded,
+            decoder_padding_mask=ops.not_equal(target_ids, PAD),
             encoder_padding_mask=ops.not_equal(encoded_ids, PAD),
         )
     decoder = keras.Model([encoded, encoded_ids, target_ids], y, name="decoder")
@@ -256,7 +266,7 @@ def translate(generate, source_tokenizer, target_tokenizer, sources, max_length)
     """The translations of `sources` as the target tokenizer detokenizes them (pieces joined by spaces)."""
     outputs = []
     for start in range(0, len(sources), DECODE_BATCH):
-        ids = [row[:max_length] or [UNK] for row in tokenize(source_tokenizer, sources[start:start + DECODE_BATCH])]
+        ids = [row[:max_length] or [UNK] for row in tokenize(source_tokenizer, sources[start : start + DECODE_BATCH])]
         width = round_up(max(map(len, ids)), max_length)
         batch = np.array([row + [PAD] * (width - len(row)) for row in ids], dtype="int32")
         for row in ops.convert_to_numpy(generate(batch)).tolist():
@@ -312,7 +322,8 @@ class Spacing:
             return attached > spaced
         usually = lambda counts: counts[0] > counts[1]
         return (is_punctuation(b) and usually(self.left.get(b, (0, 0)))) or (
-            is_punctuation(a) and usually(self.right.get(a, (0, 0))))
+            is_punctuation(a) and usually(self.right.get(a, (0, 0)))
+        )
 
     def __call__(self, text):
         pieces = [p for p in text.split() if p != "[UNK]"]
@@ -344,8 +355,9 @@ def main(argv=None):
         if keep_long:  # valid: cut to the model's lengths rather than left out
             sources = [s[: args.max_length] or [UNK] for s in sources]
             return sources, [t[:-1][: args.max_length] + [END] for t in targets]
-        kept = [(s, t) for s, t in zip(sources, targets)
-                if 0 < len(s) <= args.max_length and len(t) <= args.max_length + 1]
+        kept = [
+            (s, t) for s, t in zip(sources, targets) if 0 < len(s) <= args.max_length and len(t) <= args.max_length + 1
+        ]
         return [s for s, _ in kept], [t for _, t in kept]
 
     train_sources, train_targets = encode(train, keep_long=False)
@@ -355,10 +367,12 @@ def main(argv=None):
     train_data = batches(train_sources, train_targets, args, shuffle=True)
     valid_data = batches(valid_sources, valid_targets, args, shuffle=False)
     steps_per_epoch = -(-len(train_sources) // args.batch_size)
-    print(f"keras-hub translate: {len(train_sources)} training pairs ({len(train) - len(train_sources)} longer than "
-          f"{args.max_length} tokens left out), {len(valid)} valid, {len(evaluation)} scored; WordPiece vocabularies "
-          f"{sizes['source']} / {sizes['target']}; {args.max_seconds:g} s; backend {keras.backend.backend()}",
-          flush=True)
+    print(
+        f"keras-hub translate: {len(train_sources)} training pairs ({len(train) - len(train_sources)} longer than "
+        f"{args.max_length} tokens left out), {len(valid)} valid, {len(evaluation)} scored; WordPiece vocabularies "
+        f"{sizes['source']} / {sizes['target']}; {args.max_seconds:g} s; backend {keras.backend.backend()}",
+        flush=True,
+    )
 
     model, encoder, decoder, head = build(args, sizes["source"], sizes["target"])
     schedule = WarmupInverseSqrt(args.learning_rate, args.warmup_steps)
@@ -368,7 +382,8 @@ def main(argv=None):
     )
     budget = WallClockBudget(args.max_seconds)
     history = model.fit(
-        train_data, validation_data=valid_data, epochs=10**6, callbacks=[budget], shuffle=False, verbose=2)
+        train_data, validation_data=valid_data, epochs=10**6, callbacks=[budget], shuffle=False, verbose=2
+    )
     train_seconds = time.monotonic() - budget.started
 
     spacing = Spacing(target_tokenizer, [t for _, t in train])
@@ -402,8 +417,11 @@ def main(argv=None):
         "vocabulary": "WordPiece, one per language (keras_hub.tokenizers.compute_word_piece_vocabulary), cased",
         "vocabulary_sizes": sizes,
         "parameters": model.count_params(),
-        "learning_rate": {"schedule": "linear warm-up, then inverse square root", "peak": args.learning_rate,
-                          "warmup_steps": args.warmup_steps},
+        "learning_rate": {
+            "schedule": "linear warm-up, then inverse square root",
+            "peak": args.learning_rate,
+            "warmup_steps": args.warmup_steps,
+        },
         "decoding": f"greedy, keras_hub.samplers.GreedySampler, at most {args.max_length - 1} tokens",
         "padding": args.padding,
         "max_seconds": args.max_seconds,

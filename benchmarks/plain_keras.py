@@ -98,11 +98,17 @@ def classifier(args):
     encode = lambda texts: _padded([[words.get(t, 1) for t in text] for text in texts], 256)
     inputs = keras.Input((None,), dtype="int32")
     embedded = keras.layers.Embedding(len(words) + 2, 64, mask_zero=True)(inputs)
-    model = keras.Model(inputs, keras.layers.Dense(len(labels))(keras.layers.Bidirectional(keras.layers.LSTM(64))(embedded)))
+    model = keras.Model(
+        inputs, keras.layers.Dense(len(labels))(keras.layers.Bidirectional(keras.layers.LSTM(64))(embedded))
+    )
     y = np.array([labels.index(label) for label in train_labels])
     seconds = fit(
-        model, encode(train_texts), y, args,
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+        model,
+        encode(train_texts),
+        y,
+        args,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
     )
     predicted = np.argmax(model.predict(encode(valid_texts), batch_size=64, verbose=0), axis=-1)
     accuracy = float(np.mean([labels[p] == label for p, label in zip(predicted, valid_labels)]))
@@ -132,7 +138,9 @@ def tagger(args):
     embedded = keras.layers.Embedding(len(words) + 2, 64, mask_zero=True)(inputs)
     hidden = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(embedded)
     model = keras.Model(inputs, keras.layers.Dense(len(tags) + 1)(hidden))
-    seconds = fit(model, tokens(train), targets(train), args, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    seconds = fit(
+        model, tokens(train), targets(train), args, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     predicted = np.argmax(model.predict(tokens(valid), batch_size=64, verbose=0), axis=-1)
     gold = targets(valid)
     real = _padded([[1] * len(s) for s in valid], length) > 0

@@ -37,11 +37,17 @@ def run(backend, count, recipe_flags, output_dir, pin=False):
     processes = []
     for index, (flags, variables) in enumerate(devices.processes_on_this_host(count, backend)):
         core = index % os.cpu_count()
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "recipes.translate", *recipe_flags, "--output-dir", output_dir, *flags],
-            env={**env, **variables}, cwd=_timing.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            preexec_fn=(lambda core=core: os.sched_setaffinity(0, {core})) if pin else None,
-        ))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "recipes.translate", *recipe_flags, "--output-dir", output_dir, *flags],
+                env={**env, **variables},
+                cwd=_timing.REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                preexec_fn=(lambda core=core: os.sched_setaffinity(0, {core})) if pin else None,
+            )
+        )
     logs = [process.communicate()[0] for process in processes]
     for process, log in zip(processes, logs):
         if process.returncode:
@@ -57,8 +63,11 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--weak", action="store_true", help="each process trains --batch-size rows (global batch x N)")
     parser.add_argument("--pin", action="store_true", help="process i runs on core i alone (os.sched_setaffinity)")
-    parser.add_argument("--recipe-flags", default="--max-examples 3000 --epochs 2 --validate-sentences 20 --num-beams 1",
-                        help="translate's flags besides --batch-size and --output-dir (default data: the embedded corpus)")
+    parser.add_argument(
+        "--recipe-flags",
+        default="--max-examples 3000 --epochs 2 --validate-sentences 20 --num-beams 1",
+        help="translate's flags besides --batch-size and --output-dir (default data: the embedded corpus)",
+    )
     args = parser.parse_args()
     rows = []
     for backend in args.backends.split(","):
@@ -70,12 +79,23 @@ def main():
                 seconds = run(backend, count, recipe_flags, output_dir, args.pin)
             throughput = batch / seconds
             one = one or throughput
-            rows.append([backend, str(count), str(batch), f"{seconds * 1000:.0f}", f"{throughput:.0f}", f"{throughput / one:.2f}",
-                         f"{throughput / one / count:.2f}"])
+            rows.append(
+                [
+                    backend,
+                    str(count),
+                    str(batch),
+                    f"{seconds * 1000:.0f}",
+                    f"{throughput:.0f}",
+                    f"{throughput / one:.2f}",
+                    f"{throughput / one / count:.2f}",
+                ]
+            )
             print(rows[-1], flush=True)
     mode = "weak scaling" if args.weak else "strong scaling"
-    print(f"\n{_timing.utc_now()}, commit {_timing.git_commit()}, {_timing.cpu_name()}, {os.cpu_count()} cores; {mode}"
-          f"{', one core per process' if args.pin else ''}; translate {args.recipe_flags}\n")
+    print(
+        f"\n{_timing.utc_now()}, commit {_timing.git_commit()}, {_timing.cpu_name()}, {os.cpu_count()} cores; {mode}"
+        f"{', one core per process' if args.pin else ''}; translate {args.recipe_flags}\n"
+    )
     header = ["backend", "processes", "global batch", "ms/step", "pairs/s", "speed-up", "efficiency"]
     print("\n".join(_timing.markdown_table(header, rows, right_aligned=range(1, 7))))
 

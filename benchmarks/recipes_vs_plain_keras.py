@@ -25,7 +25,11 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # task -> (the figure's name in the recipe's metrics.json, in the baseline's JSON line, lower is better)
-FIGURES = {"lm": ("perplexity", "perplexity", True), "classify": ("accuracy", "accuracy", False), "tag": ("accuracy", "token_accuracy", False)}
+FIGURES = {
+    "lm": ("perplexity", "perplexity", True),
+    "classify": ("accuracy", "accuracy", False),
+    "tag": ("accuracy", "token_accuracy", False),
+}
 
 
 def write_data(task, directory):
@@ -71,16 +75,46 @@ def main(argv=None):
         for backend in args.backends:
             run_dir = os.path.join(out, f"{task}_{backend}")
             os.makedirs(run_dir, exist_ok=True)
-            run([sys.executable, "-m", f"recipes.{task}", "--train", train, "--valid", valid,
-                 "--max-seconds", str(args.max_seconds), "--output-dir", run_dir], backend, os.path.join(run_dir, "recipe.log"))
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    f"recipes.{task}",
+                    "--train",
+                    train,
+                    "--valid",
+                    valid,
+                    "--max-seconds",
+                    str(args.max_seconds),
+                    "--output-dir",
+                    run_dir,
+                ],
+                backend,
+                os.path.join(run_dir, "recipe.log"),
+            )
             with open(os.path.join(run_dir, "metrics.json"), encoding="utf-8") as f:
                 recipe = json.load(f)
-            log = run([sys.executable, "benchmarks/plain_keras.py", task, "--train", train, "--valid", valid,
-                       "--max-seconds", str(args.max_seconds)], backend, os.path.join(run_dir, "plain_keras.log"))
+            log = run(
+                [
+                    sys.executable,
+                    "benchmarks/plain_keras.py",
+                    task,
+                    "--train",
+                    train,
+                    "--valid",
+                    valid,
+                    "--max-seconds",
+                    str(args.max_seconds),
+                ],
+                backend,
+                os.path.join(run_dir, "plain_keras.log"),
+            )
             baseline = json.loads(log.strip().splitlines()[-1])
             ours, theirs = recipe[recipe_name], baseline[baseline_name]
             better = "recipe" if (ours < theirs if lower else ours > theirs) else "plain Keras"
-            rows.append(f"| {task} ({recipe_name}) | {backend} | {ours:.4g} | {theirs:.4g} | {recipe['epochs']} | {better} |")
+            rows.append(
+                f"| {task} ({recipe_name}) | {backend} | {ours:.4g} | {theirs:.4g} | {recipe['epochs']} | {better} |"
+            )
             print(rows[-1], flush=True)
     print("\n".join(rows))
 

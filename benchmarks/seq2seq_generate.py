@@ -25,8 +25,19 @@ def main():
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
     vocabulary = 4000
-    model = ks.models.transformer_seq2seq(vocabulary, vocabulary, 64, 64, num_layers=2, hidden_dim=128, num_heads=4,
-                                          intermediate_dim=256, dropout=0.0, tie_embeddings=True, share_embeddings=True)
+    model = ks.models.transformer_seq2seq(
+        vocabulary,
+        vocabulary,
+        64,
+        64,
+        num_layers=2,
+        hidden_dim=128,
+        num_heads=4,
+        intermediate_dim=256,
+        dropout=0.0,
+        tie_embeddings=True,
+        share_embeddings=True,
+    )
     source = np.random.default_rng(0).integers(3, vocabulary, size=(64, 16)).astype("int32")
     source[:, 10:] = 0
     figures = {}
@@ -39,8 +50,13 @@ def main():
             decode()
             seconds.append(time.perf_counter() - start)
         figures[name] = f"{statistics.median(seconds) * 1000:.1f} ms"
-    print(args.label, keras.backend.backend(), figures, f"({_timing.utc_now()}, commit {_timing.git_commit()}, "
-          f"{_timing.cpu_name()})", flush=True)
+    print(
+        args.label,
+        keras.backend.backend(),
+        figures,
+        f"({_timing.utc_now()}, commit {_timing.git_commit()}, {_timing.cpu_name()})",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

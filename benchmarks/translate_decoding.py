@@ -50,19 +50,34 @@ def main():
             continue  # one beam: the penalty ranks nothing
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "export")
-            export.export_translator(model, vocab["source"], vocab["target"], path, config["source_length"],
-                                     config["max_length"], num_beams=beams, length_penalty=penalty)
+            export.export_translator(
+                model,
+                vocab["source"],
+                vocab["target"],
+                path,
+                config["source_length"],
+                config["max_length"],
+                num_beams=beams,
+                length_penalty=penalty,
+            )
             started = time.monotonic()
             predictions = translate_all(tf.saved_model.load(path), sources)
             seconds = time.monotonic() - started
-        row = {"beams": beams, "length_penalty": penalty if beams > 1 else None, **scores(predictions, references),
-               "seconds": round(seconds, 1)}
+        row = {
+            "beams": beams,
+            "length_penalty": penalty if beams > 1 else None,
+            **scores(predictions, references),
+            "seconds": round(seconds, 1),
+        }
         print(json.dumps(row), flush=True)
         rows.append(row)
     print("\n| beams | length penalty | BLEU | lowercased | chrF | seconds |\n|---|---|---|---|---|---|")
     for r in rows:
         penalty = "" if r["length_penalty"] is None else f"{r['length_penalty']:g}"
-        print(f"| {r['beams']} | {penalty} | {r['bleu']:.1f} | {r['bleu_lowercase']:.1f} | {r['chrf']:.1f} | {r['seconds']} |")
+        print(
+            f"| {r['beams']} | {penalty} | {r['bleu']:.1f} | {r['bleu_lowercase']:.1f} | {r['chrf']:.1f} "
+            f"| {r['seconds']} |"
+        )
 
 
 if __name__ == "__main__":

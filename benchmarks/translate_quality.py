@@ -62,7 +62,8 @@ def data_files(directory, exclude, valid_limit=None):
         "valid": corpora.software_en_fr("valid", exclude=excluded)[:valid_limit],
         "evaluation": (
             [p for split in corpora.SPLITS for p in corpora.software_en_fr(split, origins=excluded)]
-            if exclude else corpora.software_en_fr("test")
+            if exclude
+            else corpora.software_en_fr("test")
         ),
     }
     paths = {}
@@ -89,11 +90,36 @@ def run_side(side, seconds, paths, directory, backend):
     output = os.path.join(directory, f"{side}_{int(seconds)}s")
     started = time.monotonic()
     if side == "keras-hub":
-        command = [sys.executable, os.path.join(REPO, "benchmarks", "keras_hub_translate.py"), "--train", paths["train"],
-                   "--valid", paths["valid"], "--test", paths["evaluation"], "--max-seconds", str(seconds), "--output-dir", output]
+        command = [
+            sys.executable,
+            os.path.join(REPO, "benchmarks", "keras_hub_translate.py"),
+            "--train",
+            paths["train"],
+            "--valid",
+            paths["valid"],
+            "--test",
+            paths["evaluation"],
+            "--max-seconds",
+            str(seconds),
+            "--output-dir",
+            output,
+        ]
     else:
-        command = [sys.executable, "-m", "recipes.translate", "--train", paths["train"], "--valid", paths["valid"],
-                   "--model", side, "--max-seconds", str(seconds), "--output-dir", output]
+        command = [
+            sys.executable,
+            "-m",
+            "recipes.translate",
+            "--train",
+            paths["train"],
+            "--valid",
+            paths["valid"],
+            "--model",
+            side,
+            "--max-seconds",
+            str(seconds),
+            "--output-dir",
+            output,
+        ]
     result = subprocess.run(command, env=environment, cwd=REPO, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{side} at {seconds} s failed:\n{result.stderr[-3000:]}")
@@ -103,13 +129,24 @@ def run_side(side, seconds, paths, directory, backend):
         with open(os.path.join(output, "test_predictions.json"), encoding="utf-8") as f:
             predictions = json.load(f)
     else:
-        served = subprocess.run([sys.executable, "-c", SERVE, os.path.join(output, "export"), paths["evaluation"]],
-                                env=dict(environment, PYTHONPATH=""), capture_output=True, text=True, cwd="/")
+        served = subprocess.run(
+            [sys.executable, "-c", SERVE, os.path.join(output, "export"), paths["evaluation"]],
+            env=dict(environment, PYTHONPATH=""),
+            capture_output=True,
+            text=True,
+            cwd="/",
+        )
         if served.returncode != 0:
             raise RuntimeError(f"serving {side} failed:\n{served.stderr[-3000:]}")
         predictions = json.loads(served.stdout.strip().splitlines()[-1])
-    return {"side": side, "budget_seconds": seconds, "train_seconds": metrics.get("train_seconds"),
-            "epochs": metrics.get("epochs"), "wall_seconds": round(time.monotonic() - started, 1), "backend": backend}, predictions
+    return {
+        "side": side,
+        "budget_seconds": seconds,
+        "train_seconds": metrics.get("train_seconds"),
+        "epochs": metrics.get("epochs"),
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "backend": backend,
+    }, predictions
 
 
 def main(argv=None):
@@ -117,8 +154,12 @@ def main(argv=None):
     parser.add_argument("--budgets", type=float, nargs="+", default=[600.0], help="training budgets in seconds")
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument("--exclude", metavar="ORIGIN", help="train without this package's catalogs and score on them")
-    parser.add_argument("--files", nargs=3, metavar=("TRAIN", "VALID", "TEST"),
-                        help="another corpus instead of software_en_fr: train, valid and test TSV files (`source<TAB>target`)")
+    parser.add_argument(
+        "--files",
+        nargs=3,
+        metavar=("TRAIN", "VALID", "TEST"),
+        help="another corpus instead of software_en_fr: train, valid and test TSV files (`source<TAB>target`)",
+    )
     parser.add_argument("--backend", default="tensorflow")
     parser.add_argument("--output-dir", default="runs/translate_quality")
     args = parser.parse_args(argv)
@@ -142,7 +183,10 @@ def main(argv=None):
     print("\n| side | budget (s) | epochs | BLEU | BLEU lowercased | chrF | copy rate |\n|---|---|---|---|---|---|---|")
     for r in rows:
         copy = "-" if r["copy_rate"] is None else f"{r['copy_rate']:.2f}"
-        print(f"| {r['side']} | {r['budget_seconds']:g} | {r['epochs']} | {r['bleu']:.1f} | {r['bleu_lowercase']:.1f} | {r['chrf']:.1f} | {copy} |")
+        print(
+            f"| {r['side']} | {r['budget_seconds']:g} | {r['epochs']} | {r['bleu']:.1f} "
+            f"| {r['bleu_lowercase']:.1f} | {r['chrf']:.1f} | {copy} |"
+        )
 
 
 if __name__ == "__main__":

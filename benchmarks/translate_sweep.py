@@ -43,13 +43,39 @@ def run_round(chosen, paths, args, cores):
         output = os.path.join(args.output_dir, name.replace(" ", "_"))
         own = cores[index * share : (index + 1) * share]
         command = ["taskset", "-c", ",".join(map(str, own))] if len(chosen) > 1 else []
-        command += [sys.executable, "-m", "recipes.translate", "--train", paths["train"], "--valid", paths["valid"],
-                    "--max-seconds", str(args.max_seconds), "--output-dir", output, *flags]
-        environment = dict(os.environ, KERAS_BACKEND=args.backend, TF_CPP_MIN_LOG_LEVEL="3",
-                           PYTHONPATH=translate_quality.REPO, OMP_NUM_THREADS=str(len(own)))
+        command += [
+            sys.executable,
+            "-m",
+            "recipes.translate",
+            "--train",
+            paths["train"],
+            "--valid",
+            paths["valid"],
+            "--max-seconds",
+            str(args.max_seconds),
+            "--output-dir",
+            output,
+            *flags,
+        ]
+        environment = dict(
+            os.environ,
+            KERAS_BACKEND=args.backend,
+            TF_CPP_MIN_LOG_LEVEL="3",
+            PYTHONPATH=translate_quality.REPO,
+            OMP_NUM_THREADS=str(len(own)),
+        )
         log = open(os.path.join(args.output_dir, f"{name.replace(' ', '_')}.log"), "w")
-        running.append((name, flags, output, log, subprocess.Popen(
-            command, env=environment, cwd=translate_quality.REPO, stdout=log, stderr=subprocess.STDOUT)))
+        running.append(
+            (
+                name,
+                flags,
+                output,
+                log,
+                subprocess.Popen(
+                    command, env=environment, cwd=translate_quality.REPO, stdout=log, stderr=subprocess.STDOUT
+                ),
+            )
+        )
     rows = []
     for name, flags, output, log, process in running:
         process.wait()
@@ -60,8 +86,20 @@ def run_round(chosen, paths, args, cores):
         with open(os.path.join(output, "metrics.json"), encoding="utf-8") as f:
             metrics = json.load(f)
         row = {"variant": name, "flags": " ".join(flags), "cores": share}
-        row.update({key: metrics.get(key) for key in (
-            "best_validation_bleu", "bleu", "bleu_lowercase", "chrf", "copy_rate", "epochs", "train_seconds")})
+        row.update(
+            {
+                key: metrics.get(key)
+                for key in (
+                    "best_validation_bleu",
+                    "bleu",
+                    "bleu_lowercase",
+                    "chrf",
+                    "copy_rate",
+                    "epochs",
+                    "train_seconds",
+                )
+            }
+        )
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -69,8 +107,14 @@ def run_round(chosen, paths, args, cores):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", type=variant, action="append", required=True, metavar="NAME=FLAGS",
-                        help="a name and the recipe flags that differ from its defaults (repeatable)")
+    parser.add_argument(
+        "--variant",
+        type=variant,
+        action="append",
+        required=True,
+        metavar="NAME=FLAGS",
+        help="a name and the recipe flags that differ from its defaults (repeatable)",
+    )
     parser.add_argument("--max-seconds", type=float, default=600.0, help="training budget of every variant")
     parser.add_argument("--parallel", type=int, default=1, help="variants run at a time, each on its own cores")
     parser.add_argument("--exclude", default="trac", help="package left out of the sweep's data")
@@ -86,12 +130,17 @@ def main(argv=None):
     rows = []
     for start in range(0, len(args.variant), args.parallel):
         rows += run_round(args.variant[start : start + args.parallel], paths, args, cores)
-    print("\n| variant | flags | greedy valid BLEU (selection) | beam BLEU | BLEU lowercased | chrF | copy rate | epochs |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| variant | flags | greedy valid BLEU (selection) | beam BLEU | BLEU lowercased | chrF | copy rate "
+        "| epochs |\n"
+        "|---|---|---|---|---|---|---|---|"
+    )
     for r in rows:
         copy = "-" if r["copy_rate"] is None else f"{r['copy_rate']:.2f}"
-        print(f"| {r['variant']} | `{r['flags']}` | {r['best_validation_bleu']:.1f} | {r['bleu']:.1f} | "
-              f"{r['bleu_lowercase']:.1f} | {r['chrf']:.1f} | {copy} | {r['epochs']} |")
+        print(
+            f"| {r['variant']} | `{r['flags']}` | {r['best_validation_bleu']:.1f} | {r['bleu']:.1f} | "
+            f"{r['bleu_lowercase']:.1f} | {r['chrf']:.1f} | {copy} | {r['epochs']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,17 @@ import importlib
 from keras_seq import decoding, distribution, layers, losses, metrics, models, optimizers, schedules, training
 
 __version__ = "0.1.0"
-__all__ = ["decoding", "distribution", "layers", "losses", "metrics", "models", "optimizers", "schedules", "training"]  # not `data`: see below
+__all__ = [
+    "decoding",
+    "distribution",
+    "layers",
+    "losses",
+    "metrics",
+    "models",
+    "optimizers",
+    "schedules",
+    "training",
+]  # not `data`: see below
 
 
 def __getattr__(name):

@@ -63,7 +63,9 @@ def flush_to_disk(path, files=True):
     """fsync a file, or a folder and (with `files`) every file in it, so a rename never publishes unwritten data."""
     paths = [path]
     if os.path.isdir(path) and files:
-        paths = [os.path.join(root, n) for root, folders, names in os.walk(path, topdown=False) for n in names + folders] + [path]
+        paths = [
+            os.path.join(root, n) for root, folders, names in os.walk(path, topdown=False) for n in names + folders
+        ] + [path]
     for each in paths:
         descriptor = os.open(each, os.O_RDONLY)
         try:

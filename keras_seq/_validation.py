@@ -8,7 +8,7 @@ a backend kernel (or, worse, as a silent NaN).
 import keras
 import numpy as np
 
-from keras_seq import _backend
+from keras_seq import backend
 
 
 def fail(owner, argument, expected, got):
@@ -103,7 +103,7 @@ def check_shape(owner, argument, tensor, expected_shape):
 
 def check_ids_below(owner, argument, ids, limit):
     """Ids must lie in [0, limit); checked whenever their values are known (eagerly)."""
-    values = _backend.concrete_value(ids)
+    values = backend.concrete_value(ids)
     if values is None or values.size == 0:
         return
     low, high = int(values.min()), int(values.max())
@@ -114,7 +114,7 @@ def check_ids_below(owner, argument, ids, limit):
 def check_positions(owner, start_index, length, limit):
     """Positions `start_index .. start_index + length - 1` must lie below `limit`."""
     # A Python int is taken as is: through NumPy, torch.compile would break its graph here.
-    start = start_index if isinstance(start_index, int) else _backend.concrete_value(start_index)
+    start = start_index if isinstance(start_index, int) else backend.concrete_value(start_index)
     if start is None or length is None:
         return
     start = int(start)

@@ -59,7 +59,8 @@ def _import_ctranslate2():
         import ctranslate2
     except ImportError as error:
         raise ImportError(
-            f"{OWNER}: needs the ctranslate2 package (pip install 'keras-seq[ctranslate2]'), which is not installed ({error})."
+            f"{OWNER}: needs the ctranslate2 package (pip install 'keras-seq[ctranslate2]'), "
+            f"which is not installed ({error})."
         ) from None
     return ctranslate2
 
@@ -106,12 +107,17 @@ def export_ctranslate2(model, source_vocabulary, target_vocabulary, path, quanti
     accepted = ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES
     if quantization is not None and quantization not in accepted:
         v.fail(OWNER, "quantization", f"None or one of {list(accepted)}", repr(quantization))
-    config = model.get_config()
-    source_tokens = _tokens("source_vocabulary", source_vocabulary, config["source_vocabulary_size"])
-    target_tokens = _tokens("target_vocabulary", target_vocabulary, config["target_vocabulary_size"])
+    # The vocabularies the model's decoding reads (`keras_seq.decoding_contract.Decodable`): its source's, its output's.
+    source_tokens = _tokens("source_vocabulary", source_vocabulary, model.input_vocabulary_size)
+    target_tokens = _tokens("target_vocabulary", target_vocabulary, model.decoding_vocabulary_size)
     if source_tokens[UNKNOWN] != target_tokens[UNKNOWN]:
-        v.fail(OWNER, "target_vocabulary", f"the unknown token of source_vocabulary ({source_tokens[UNKNOWN]!r}) at id "
-               f"{UNKNOWN} (CTranslate2 has one unknown token)", repr(target_tokens[UNKNOWN]))
+        v.fail(
+            OWNER,
+            "target_vocabulary",
+            f"the unknown token of source_vocabulary ({source_tokens[UNKNOWN]!r}) at id "
+            f"{UNKNOWN} (CTranslate2 has one unknown token)",
+            repr(target_tokens[UNKNOWN]),
+        )
 
     spec = _spec(ctranslate2.specs, model)
     spec.config.unk_token = target_tokens[UNKNOWN]
@@ -137,14 +143,19 @@ def _tokens(argument, vocabulary, size):
         v.fail(OWNER, argument, f"{size} tokens (the model's vocabulary size)", f"{len(tokens)} tokens")
     repeated = sorted(token for token, count in collections.Counter(tokens).items() if count > 1)
     if repeated:
-        v.fail(OWNER, argument, "distinct tokens (CTranslate2 looks tokens up by their text)", f"repeated {repeated[:5]}")
+        v.fail(
+            OWNER, argument, "distinct tokens (CTranslate2 looks tokens up by their text)", f"repeated {repeated[:5]}"
+        )
     return list(tokens)
 
 
 def _write_sentencepiece_models(directory, source_vocabulary, target_vocabulary):
     """The SentencePiece `.model` files of subword vocabularies, so the folder holds its tokenizer."""
-    models = {name: vocabulary.model for name, vocabulary in (("source", source_vocabulary), ("target", target_vocabulary))
-              if isinstance(getattr(vocabulary, "model", None), bytes)}
+    models = {
+        name: vocabulary.model
+        for name, vocabulary in (("source", source_vocabulary), ("target", target_vocabulary))
+        if isinstance(getattr(vocabulary, "model", None), bytes)
+    }
     if len(models) == 2 and models["source"] == models["target"]:
         models = {"sentencepiece": models["source"]}
     for name, model in models.items():
@@ -164,8 +175,13 @@ def _spec(specs, model):
     for other in blocks[1:]:
         for attribute in ("norm_first", "layer_norm_epsilon"):
             if getattr(other, attribute) != getattr(block, attribute):
-                v.fail(OWNER, "model", f"one {attribute} in every block (CTranslate2 has one per model)",
-                       f"{getattr(block, attribute)!r} in '{block.name}' and {getattr(other, attribute)!r} in '{other.name}'")
+                v.fail(
+                    OWNER,
+                    "model",
+                    f"one {attribute} in every block (CTranslate2 has one per model)",
+                    f"{getattr(block, attribute)!r} in '{block.name}' and "
+                    f"{getattr(other, attribute)!r} in '{other.name}'",
+                )
     activation = _activation(specs, blocks)
     spec = specs.TransformerSpec.from_config(
         config["num_layers"], config["num_heads"], pre_norm=block.norm_first, activation=activation
@@ -178,7 +194,9 @@ def _spec(specs, model):
 
     for stack_spec, embedding in ((spec.encoder, model.source_embedding), (spec.decoder, model.target_embedding)):
         stack_spec.scale_embeddings = bool(embedding.scale_embeddings)
-        stack_spec_embeddings = stack_spec.embeddings[0] if isinstance(stack_spec.embeddings, list) else stack_spec.embeddings
+        stack_spec_embeddings = (
+            stack_spec.embeddings[0] if isinstance(stack_spec.embeddings, list) else stack_spec.embeddings
+        )
         stack_spec_embeddings.weight = _numpy(embedding.token_embedding.embeddings)
         stack_spec.position_encodings.encodings = _position_table(embedding)
     if block.norm_first:  # post-norm stacks have no final norm
@@ -189,8 +207,13 @@ def _spec(specs, model):
         _set_feed_forward(layer_spec.ffn, encoder_block, norm)
     for layer_spec, decoder_block in zip(spec.decoder.layer, model.decoder_blocks):
         _set_attention(layer_spec.self_attention, decoder_block.self_attention, decoder_block.self_attention_norm, norm)
-        _set_attention(layer_spec.attention, decoder_block.cross_attention, decoder_block.cross_attention_norm, norm,
-                       self_attention=False)
+        _set_attention(
+            layer_spec.attention,
+            decoder_block.cross_attention,
+            decoder_block.cross_attention_norm,
+            norm,
+            self_attention=False,
+        )
         _set_feed_forward(layer_spec.ffn, decoder_block, norm)
     _set_output_layer(spec.decoder.projection, model)
     return spec
@@ -221,14 +244,23 @@ def _position_table(embedding):
 
 
 def _set_norm(norm_spec, norm, epsilon, width):
-    """gamma and beta of a `keras.layers.LayerNormalization` (ones and zeros where it has none) for CTranslate2's LayerNorm."""
+    """gamma and beta of a `keras.layers.LayerNormalization` (ones and zeros where it has none), for
+    CTranslate2's LayerNorm."""
     axis = [norm.axis] if isinstance(norm.axis, int) else list(norm.axis)
     if norm.epsilon != epsilon:
-        v.fail(OWNER, "model", f"one layer-norm epsilon ({epsilon:g}, CTranslate2 has one per model)",
-               f"epsilon={norm.epsilon:g} in '{norm.name}'")
+        v.fail(
+            OWNER,
+            "model",
+            f"one layer-norm epsilon ({epsilon:g}, CTranslate2 has one per model)",
+            f"epsilon={norm.epsilon:g} in '{norm.name}'",
+        )
     if getattr(norm, "rms_scaling", False) or axis not in ([-1], [2]):
-        v.fail(OWNER, "model", "layer norms over the feature axis without rms_scaling (CTranslate2's LayerNorm)",
-               f"axis={norm.axis!r}, rms_scaling={getattr(norm, 'rms_scaling', False)!r} in '{norm.name}'")
+        v.fail(
+            OWNER,
+            "model",
+            "layer norms over the feature axis without rms_scaling (CTranslate2's LayerNorm)",
+            f"axis={norm.axis!r}, rms_scaling={getattr(norm, 'rms_scaling', False)!r} in '{norm.name}'",
+        )
     norm_spec.gamma = _numpy(norm.gamma) if norm.scale else np.ones(width, "float32")
     norm_spec.beta = _numpy(norm.beta) if norm.center else np.zeros(width, "float32")
 
@@ -249,11 +281,20 @@ def _set_attention(attention_spec, attention, norm_layer, norm, self_attention=T
     """
     query_shape = tuple(attention.query_kernel.shape)
     width = query_shape[0]
-    same_width = (attention.key_kernel.shape[0], attention.value_kernel.shape[0], attention.output_kernel.shape[-1]) == (width,) * 3
+    same_width = (
+        attention.key_kernel.shape[0],
+        attention.value_kernel.shape[0],
+        attention.output_kernel.shape[-1],
+    ) == (width,) * 3
     if attention.num_heads * attention.key_dim != width or attention.value_dim != attention.key_dim or not same_width:
-        v.fail(OWNER, "model", "attention with key_dim == value_dim == width / num_heads and width-sized inputs and outputs "
-               "(CTranslate2's multi-head attention)", f"num_heads={attention.num_heads}, key_dim={attention.key_dim}, "
-               f"value_dim={attention.value_dim}, width {width} in '{attention.name}'")
+        v.fail(
+            OWNER,
+            "model",
+            "attention with key_dim == value_dim == width / num_heads and width-sized inputs and outputs "
+            "(CTranslate2's multi-head attention)",
+            f"num_heads={attention.num_heads}, key_dim={attention.key_dim}, "
+            f"value_dim={attention.value_dim}, width {width} in '{attention.name}'",
+        )
     projections = []
     for name in ("query", "key", "value"):
         kernel = _numpy(getattr(attention, f"{name}_kernel")).reshape(width, -1)
@@ -274,11 +315,18 @@ def _set_attention(attention_spec, attention, norm_layer, norm, self_attention=T
 
 
 def _set_feed_forward(ffn_spec, block, norm):
-    for linear_spec, dense in ((ffn_spec.linear_0, block.feed_forward_inner), (ffn_spec.linear_1, block.feed_forward_output)):
+    for linear_spec, dense in (
+        (ffn_spec.linear_0, block.feed_forward_inner),
+        (ffn_spec.linear_1, block.feed_forward_output),
+    ):
         _set_linear(linear_spec, _numpy(dense.kernel), _numpy(dense.bias) if dense.use_bias else None)
     if _activation_name(block.feed_forward_output.activation) != "linear":
-        v.fail(OWNER, "model", "a linear second feed-forward layer",
-               f"activation {_activation_name(block.feed_forward_output.activation)!r} in '{block.name}'")
+        v.fail(
+            OWNER,
+            "model",
+            "a linear second feed-forward layer",
+            f"activation {_activation_name(block.feed_forward_output.activation)!r} in '{block.name}'",
+        )
     norm(ffn_spec.layer_norm, block.feed_forward_norm)
 
 

@@ -1,38 +1,20 @@
 """Cached, static-shaped autoregressive decoding shared by every keras_seq generator.
 
 One implementation serves language models and seq2seq models, Transformer and RNN
-alike. A model supplies `decoding_vocabulary_size` (V of its logits),
-`input_vocabulary_size`, `_input_ids(inputs)` (the id tensor inside `inputs`, for
-the checks), `_inputs_are_prompts` (True: the output continues the input ids; False:
-they are a source), `_length_limits` (the most input ids and the largest
-`max_length` it can decode, None where unbounded), and two steps (see
-`GenerativeModel`):
+alike. What it needs of a model is the decoding contract, `keras_seq.decoding_contract.Decodable`,
+whose methods are documented there: `start_decoding` (the empty cache and the
+context, e.g. the encoded source), `decoding_step` (the logits of the next positions
+from the cache) and `reorder_cache` (beam search's reordering), and the attributes
+that tune how the state is laid out. A model that lacks it is turned away with a
+ValueError naming what is missing (`decoding_contract.require`).
 
-* `_decoding_start(inputs, max_length, start_id, copies)` -> `(ids, prompt_length, cache,
-  context)` for `copies` consecutive rows per input row (beams, or sequences returned):
-  the `(B * copies, max_length)` id buffer with the prompt (or the start id) written in,
-  the empty cache sized up front, and per-sequence context (e.g. encoder outputs,
-  computed once per input row and then repeated);
-* `_decoding_step(ids, cache, index, context)` -> `(logits (B, n, V), cache)`: the
-  logits of `n` new positions starting at `index`, and the cache with them added.
-
-A model may also define `_decoding_weights()` -> a nest of tensors its step reads,
-laid out for it from its weights once per decoding (e.g. a tied output layer's
-`E^T` as an array of its own); its `_decoding_step` then takes `weights=`.
-
-A model whose `_decoding_shares_context` is True (the Transformer seq2seq) returns
-its context once per input row, not repeated, and its `_decoding_step` takes
-`copies=`, the consecutive rows that read each row of it: a source's beams read its
-encoder outputs together, which are then kept and gathered once per source.
-
-Beam search reorders its rows every step. By default every tensor of the cache is
-gathered to follow them. A model whose `_decoding_reads_cache_rows` is True (the
-Transformers) instead takes `cache_rows=` `(B, max_length)`, the row whose cache
-holds each position of a row's history, and reads its cache through it: no step
-copies the cache, whose size grows with `max_length` and the model's depth. A model
-whose cache has a time axis names it in `_decoding_cache_time_axis` (2 for the
-Transformers' `(B, 2, max_length, H, d)`): `resize_cache` can then hold a decoding's
-cache to the positions written so far, and its steps attend over those alone.
+The decoding writes each row's prefix (the prompt, or the start id) into an id
+buffer, reads it with one step, then calls one step per new token. Beam search
+reorders its rows every step: by default through `reorder_cache`; a model that
+`decoding_reads_cache_rows` (the Transformers) instead reads its cache through the
+row that holds each position of a row's history, so no step copies the cache. A
+model with a `decoding_cache_time_axis` gets a cache held to the positions written
+so far (`resize_cache`, `cache_windows`), whose steps attend over those alone.
 
 Each new token then costs one step, not a rerun of the prefix. The loop has a fixed
 trip bound and fixed shapes, so it compiles with XLA (TensorFlow, TPU), `jax.jit`,
@@ -47,8 +29,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_seq import _backend, _random
+from keras_seq import _random, backend
 from keras_seq import _validation as v
+from keras_seq import decoding_contract as contract
 
 STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
 _NEG_INF = -1e9
@@ -139,7 +122,7 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
     # log_softmax(logits)[token], without writing the log-probabilities of every id
     token_log_prob = ops.take_along_axis(logits, token[:, None], axis=-1)[:, 0] - ops.logsumexp(logits, axis=-1)
     score = score + ops.where(done, 0.0, token_log_prob)
-    ids = _backend.slice_update(rows["ids"], (0, step), token[:, None])
+    ids = backend.slice_update(rows["ids"], (0, step), token[:, None])
     if end_id is not None:
         done = ops.logical_or(done, ops.equal(token, end_id))
     logits, cache = advance(token[:, None], rows["cache"], step)
@@ -148,9 +131,9 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
     return {"ids": ids, "cache": cache, "logits": logits[:, -1]}, groups
 
 
-def _beam_step(advance, step, rows, groups, settings):
+def _beam_step(advance, reorder, step, rows, groups, settings):
     """One step of beam search over the `(B, K)` beam groups (the rows come in beam groups; `advance`: the
-    model's step, `_advancing`).
+    model's step, `_advancing`; `reorder`: its `reorder_cache`).
 
     A finished beam (its last token was `end_id`) can only be extended by padding at
     no cost, so it stops growing and keeps its score while competing with the rest.
@@ -177,16 +160,15 @@ def _beam_step(advance, step, rows, groups, settings):
         if settings["early_stopping"]:
             done, scores = _settle(done, scores, lengths, count, alpha)
     token = ops.reshape(token, (-1, 1))
-    new_rows = {"ids": _backend.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token)}
+    new_rows = {"ids": backend.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token)}
     if "cache_rows" in rows:
         # Each row's history now lies in its parent's rows; its new entry goes in its own.
         own_rows = ops.arange(batch * num_beams, dtype="int32")[:, None]
-        cache_rows = _backend.slice_update(ops.take(rows["cache_rows"], rows_kept, axis=0), (0, step), own_rows)
+        cache_rows = backend.slice_update(ops.take(rows["cache_rows"], rows_kept, axis=0), (0, step), own_rows)
         logits, new_rows["cache"] = advance(token, rows["cache"], step, cache_rows=cache_rows)
         new_rows["cache_rows"] = cache_rows
     else:
-        cache = keras.tree.map_structure(lambda c: ops.take(c, rows_kept, axis=0), rows["cache"])
-        logits, new_rows["cache"] = advance(token, cache, step)
+        logits, new_rows["cache"] = advance(token, reorder(rows["cache"], rows_kept), step)
     new_rows["logits"] = logits[:, -1]
     return new_rows, {"scores": scores, "done": done, "lengths": lengths}
 
@@ -210,7 +192,7 @@ def _best_continuations(logits, scores, done, k):
     vocabulary_size = logits.shape[-1]
     blocks = None if vocabulary_size is None else -(-vocabulary_size // _TOP_K_BLOCK)
     pad_only = ops.where(ops.arange(ops.shape(logits)[-1]) == 0, 0.0, _NEG_INF)
-    if blocks is None or blocks * num_beams <= k or keras.backend.backend() == "torch":  # torch's eager top-k is fast
+    if blocks is None or blocks * num_beams <= k or not backend.top_k_in_blocks_pays():
         log_probs = ops.reshape(ops.log_softmax(logits, axis=-1), (batch, num_beams, -1))
         log_probs = ops.where(done[..., None], pad_only, log_probs)
         values, index = ops.top_k(ops.reshape(scores[..., None] + log_probs, (batch, -1)), k, sorted=True)
@@ -228,10 +210,14 @@ def _best_continuations(logits, scores, done, k):
     best_blocks = ops.sort(ops.cast(ops.top_k(block_best, k, sorted=True)[1], "int32"), axis=1)  # ties keep order
     chosen = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * num_beams + best_blocks // blocks, (-1,))
     block = ops.reshape(best_blocks % blocks, (-1,))
-    pad_entries = ops.reshape(ops.pad(pad_only, ((0, blocks * _TOP_K_BLOCK - vocabulary_size),), constant_values=_LOWEST),
-                              (blocks, _TOP_K_BLOCK))
+    pad_entries = ops.reshape(
+        ops.pad(pad_only, ((0, blocks * _TOP_K_BLOCK - vocabulary_size),), constant_values=_LOWEST),
+        (blocks, _TOP_K_BLOCK),
+    )
     taken = ops.where(
-        ops.take(ended, chosen, axis=0), ops.take(pad_entries, block, axis=0), ops.take(entries, chosen * blocks + block, axis=0)
+        ops.take(ended, chosen, axis=0),
+        ops.take(pad_entries, block, axis=0),
+        ops.take(entries, chosen * blocks + block, axis=0),
     )
     taken = ops.reshape(taken + ops.take(shift, chosen, axis=0), (batch, k * _TOP_K_BLOCK))
     values, position = ops.top_k(taken, k, sorted=True)
@@ -289,19 +275,22 @@ def greedy_ragged_prompts(model, ids, prompt_lengths):
     batch mixes prompt lengths, e.g. a SavedModel serving raw strings (`generate`
     needs one prompt length per call).
     """
+    contract.require(model, "greedy_ragged_prompts")
     ids = ops.cast(ids, "int32")
     prompt_lengths = ops.cast(prompt_lengths, "int32")
     max_length = ops.shape(ids)[1]
-    ids, _, cache, context = model._decoding_start(ids, max_length, 1, 1)
+    cache, context = model.start_decoding(ids, max_length, 1)
 
     def body(step, ids, cache):
-        logits, cache = model._decoding_step(ids[:, step][:, None], cache, step, context)
+        logits, cache = model.decoding_step(ids[:, step][:, None], cache, step, context)
         chosen = _argmax(_mask_forbidden(logits[:, -1], step, None, 0))
         following = ids[:, step + 1]
         token = ops.where(step + 1 < prompt_lengths, following, chosen)
-        return step + 1, _backend.slice_update(ids, (0, step + 1), token[:, None]), cache
+        return step + 1, backend.slice_update(ids, (0, step + 1), token[:, None]), cache
 
-    _, ids, _ = ops.while_loop(lambda step, ids, cache: step < max_length - 1, body, (ops.convert_to_tensor(0, "int32"), ids, cache))
+    _, ids, _ = ops.while_loop(
+        lambda step, ids, cache: step < max_length - 1, body, (ops.convert_to_tensor(0, "int32"), ids, cache)
+    )
     return ids
 
 
@@ -326,7 +315,7 @@ def check_lengths(model, ids, max_length):
     is not checked.
     """
     owner = _owner(model)
-    most_input_ids, largest_max_length = model._length_limits
+    most_input_ids, largest_max_length = model.decoding_length_limits
     if largest_max_length is not None and max_length > largest_max_length:
         v.fail(owner, "max_length", f"at most the model's target length {largest_max_length}", max_length)
     length = ids.shape[1]
@@ -341,8 +330,21 @@ def check_lengths(model, ids, max_length):
 
 
 def check_generate_arguments(
-    model, inputs, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
-    min_length=0, start_id=1, seed=None, length_penalty=0.6, early_stopping=False,
+    model,
+    inputs,
+    max_length,
+    strategy,
+    temperature,
+    k,
+    p,
+    num_beams,
+    end_id,
+    num_return_sequences,
+    min_length=0,
+    start_id=1,
+    seed=None,
+    length_penalty=0.6,
+    early_stopping=False,
 ):
     owner = _owner(model)
     if not isinstance(early_stopping, (bool, np.bool_)):
@@ -394,7 +396,7 @@ def search_start(model, inputs, seed, max_length, first_window=False, weights=No
     `G` being the beams or the sequences returned per input row. A model that shares
     its context between a row's copies keeps it in `"sources"`, one row per input
     row, instead of `"rows"` (`split_context` finds it); a model's step weights, if it
-    has them (`_decoding_weights`), are in `"weights"`. `search_steps`
+    has them (`decoding_step_weights`), are in `"weights"`. `search_steps`
     advances a state, `search_result` reads the decoding out of it, and
     `unfinished_groups` and `take_groups` let a caller drop the ended sequences.
 
@@ -409,61 +411,74 @@ def search_start(model, inputs, seed, max_length, first_window=False, weights=No
 def _search_start(model, inputs, seed, max_length, first_window, weights=None, **settings):
     """`search_start`'s state, and the position its `"step"` holds as a Python int (the prompt's width, or 1
     after a start id)."""
+    contract.require(model, "decode")
     settings = _full_settings(settings)
-    ids = model._input_ids(inputs)
-    check_lengths(model, ids, max_length)
+    check_lengths(model, model.decoding_input_ids(inputs), max_length)
     beam = settings["strategy"] == "beam"
     copies = settings["num_beams"] if beam else settings["num_return_sequences"]
-    ids, prompt_length, cache, context = model._decoding_start(inputs, max_length, settings["start_id"], copies)
+    ids, prompt_length = _prefix_buffer(model, inputs, max_length, settings["start_id"], copies)
+    cache, context = model.start_decoding(inputs, max_length, copies)
     cache_length = cache_windows(model, prompt_length, max_length)[0] if first_window else max_length
     if cache_length < max_length:
-        cache = keras.tree.map_structure(lambda x: _fit_time_axis(x, cache_time_axes(model)["cache"], cache_length), cache)
+        cache = keras.tree.map_structure(
+            lambda x: _fit_time_axis(x, cache_time_axes(model)["cache"], cache_length), cache
+        )
     weights = step_weights(model) if weights is None else keras.tree.map_structure(ops.convert_to_tensor, weights)
     logits, cache = _advancing(model, context, copies, weights)(ids[:, :prompt_length], cache, 0)
     rows = ops.shape(ids)[0]
     batch = rows // copies
     state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1]}
     if beam:
-        if getattr(model, "_decoding_reads_cache_rows", False):  # optional: False unless a model says so
+        if model.decoding_reads_cache_rows:
             state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, cache_length))
         # All beams start identical: only the first may expand at the first step.
         first_only = ops.where(ops.arange(copies) == 0, 0.0, _NEG_INF)
         groups = {
-            "scores": ops.tile(first_only[None], (batch, 1)), "done": ops.zeros((batch, copies), "bool"),
+            "scores": ops.tile(first_only[None], (batch, 1)),
+            "done": ops.zeros((batch, copies), "bool"),
             "lengths": ops.zeros((batch, copies), "int32"),
         }
     else:
         groups = {"scores": ops.zeros((batch, copies), "float32"), "done": ops.zeros((batch, copies), "bool")}
     step = ops.convert_to_tensor(prompt_length, "int32")
     state = {"step": step, "seed": seed, "rows": state_rows, "groups": groups}
-    if _shares_context(model):
+    if model.decoding_shares_context:
         state["sources"] = {}
     return join_context(state, (context, weights)), prompt_length
 
 
-def _shares_context(model):
-    return getattr(model, "_decoding_shares_context", False)  # optional: False unless a model says so
+def _prefix_buffer(model, inputs, max_length, start_id, copies):
+    """`(ids (B * copies, max_length), prefix width)`: each input row's prefix, `copies` times in a row, zeros after.
+
+    The prefix is the prompt of a model whose inputs are prompts, else the start id.
+    """
+    input_ids = model.decoding_input_ids(inputs)
+    if model._inputs_are_prompts:
+        prefix = input_ids if copies == 1 else ops.repeat(input_ids, copies, axis=0)
+    else:
+        prefix = ops.full((ops.shape(input_ids)[0] * copies, 1), start_id, "int32")
+    width = prefix.shape[1]
+    return ops.pad(prefix, ((0, 0), (0, max_length - width))), width
 
 
 def step_weights(model):
-    """`model._decoding_weights()`: the weights its decoding steps read, laid out for them (see the module's
-    docstring); None for a model without them."""
-    laid_out = getattr(model, "_decoding_weights", None)  # optional: None unless a model defines it
-    return None if laid_out is None else laid_out()
+    """`model.decoding_step_weights()`: the weights its decoding steps read, laid out for them once (see
+    `Decodable`); None for a model without them."""
+    contract.require(model, "step_weights")
+    return model.decoding_step_weights()
 
 
 def _advancing(model, context, copies, weights):
-    """`model._decoding_step` with the decoding's `context` and step `weights` bound: `(ids, cache, index,
-    cache_rows=) -> (logits, cache)`, for rows that come `copies` to an input row."""
-    bound = {"copies": copies} if _shares_context(model) else {}
-    if weights is not None:
-        bound["weights"] = weights
-    return lambda ids, cache, index, **rows: model._decoding_step(ids, cache, index, context, **bound, **rows)
+    """`model.decoding_step` with the decoding's `context`, `copies` and step `weights` bound: `(ids, cache, index,
+    cache_rows=None) -> (logits, cache)`, for rows that come `copies` to an input row."""
+    return lambda ids, cache, index, cache_rows=None: model.decoding_step(
+        ids, cache, index, context, cache_rows=cache_rows, copies=copies, weights=weights
+    )
 
 
 def split_context(state):
     """`(state less what never changes while decoding, that part)`: the context and the step weights
-    (`_decoding_weights`). A compiled program that returns a state copies every tensor it returns, so a caller
+    (`decoding_step_weights`). A compiled program that returns a state copies every tensor it returns, so a caller
     keeps them aside (`join_context`)."""
     place = "sources" if "sources" in state else "rows"
     rest = {name: x for name, x in state[place].items() if name != "context"}
@@ -493,7 +508,7 @@ def search_steps(model, state, stop, **settings):
 
     def body(step, rows, groups):
         if settings["strategy"] == "beam":
-            rows, groups = _beam_step(advance, step, rows, groups, settings)
+            rows, groups = _beam_step(advance, model.reorder_cache, step, rows, groups, settings)
         else:
             rows, groups = _sampling_step(advance, step, rows, groups, choose, settings)
         return step + 1, rows, groups
@@ -503,7 +518,9 @@ def search_steps(model, state, stop, **settings):
     def condition(step, rows, groups):
         return ops.logical_and(step < ops.minimum(stop, max_length), ops.logical_not(ops.all(groups["done"])))
 
-    step, rows, groups = ops.while_loop(condition, body, (state["step"], rows, state["groups"]), maximum_iterations=max_length)
+    step, rows, groups = ops.while_loop(
+        condition, body, (state["step"], rows, state["groups"]), maximum_iterations=max_length
+    )
     return join_context({**state, "step": step, "rows": rows, "groups": groups}, fixed)
 
 
@@ -535,14 +552,18 @@ def take_groups(state, index):
     copies = ops.shape(state["groups"]["done"])[1]
     index = ops.cast(index, "int32")
     row_index = ops.reshape(index[:, None] * copies + ops.arange(copies, dtype="int32")[None], (-1,))
-    rows = dict(keras.tree.map_structure(lambda x: None if x is None else ops.take(x, row_index, axis=0), state["rows"]))
+    rows = dict(
+        keras.tree.map_structure(lambda x: None if x is None else ops.take(x, row_index, axis=0), state["rows"])
+    )
     if "cache_rows" in rows:  # a row's history stays in its group: the same place among the group's new rows
         group_start = ops.arange(ops.shape(row_index)[0], dtype="int32") // copies * copies
         rows["cache_rows"] = rows["cache_rows"] % copies + group_start[:, None]
     groups = {name: ops.take(x, index, axis=0) for name, x in state["groups"].items()}
     state = {**state, "rows": rows, "groups": groups}
     if "sources" in state:  # one row per group
-        state["sources"] = keras.tree.map_structure(lambda x: None if x is None else ops.take(x, index, axis=0), state["sources"])
+        state["sources"] = keras.tree.map_structure(
+            lambda x: None if x is None else ops.take(x, index, axis=0), state["sources"]
+        )
     return state
 
 
@@ -552,7 +573,7 @@ _FIRST_CACHE_WINDOW = 16  # the least cache length decoding attends over; it dou
 def cache_windows(model, first_step, max_length):
     """The cache lengths a decoding from position `first_step` grows through: 16, 32, 64, ... above `first_step`
     and at most 2/3 of `max_length`, then `max_length` (just `[max_length]` for a model whose cache has no
-    `_decoding_cache_time_axis`).
+    `decoding_cache_time_axis`).
 
     Attention over the cache costs its length: steps that hold their cache to the
     positions written so far read a fraction of `max_length`. Each length is a shape
@@ -567,14 +588,14 @@ def cache_windows(model, first_step, max_length):
 
 def cache_time_axes(model):
     """`{"cache": axis, "cache_rows": 1}`: where the positions lie in every tensor of a decoding state's cache and
-    in its cache rows; None for a model whose cache has no `_decoding_cache_time_axis` (a recurrent state)."""
-    axis = getattr(model, "_decoding_cache_time_axis", None)  # optional: None unless a model says so
+    in its cache rows; None for a model whose cache has no `decoding_cache_time_axis` (a recurrent state)."""
+    axis = model.decoding_cache_time_axis
     return None if axis is None else {"cache": axis, "cache_rows": 1}
 
 
 def resize_cache(model, state, length):
     """`state` with its cache (and cache rows) cut or padded with zeros to `length` positions (see `cache_windows`;
-    a model whose cache has no `_decoding_cache_time_axis` gets its state back as it is).
+    a model whose cache has no `decoding_cache_time_axis` gets its state back as it is).
 
     `length` must exceed every position written so far (`state["step"]` and before);
     padded positions are masked until a step writes them.
@@ -637,7 +658,8 @@ def generate(
     `model.generate(inputs, max_length, ...)`.
 
     Args:
-        model: the `GenerativeModel` that decodes (`self` of `model.generate`).
+        model: the model that decodes (`self` of `model.generate`): a
+            `keras_seq.decoding_contract.Decodable`.
         inputs: a language model's prompt `(B, P)`, or a seq2seq model's encoder
             ids `(B, S)` (decoding then starts from `start_id`): a tensor, a NumPy
             array or nested lists of ids. A conditioned `rnn_lm` takes the dict
@@ -684,17 +706,32 @@ def generate(
         length penalty for beam search).
 
     Raises:
-        ValueError: on a bad strategy or parameter, a prompt longer than
+        ValueError: for a model that lacks the decoding contract (naming what
+            it lacks), on a bad strategy or parameter, a prompt longer than
             `max_length`, an `end_id` or `start_id` outside the vocabulary, or a
             seed outside int32.
     """
+    contract.require(model, _owner(model))
     if isinstance(inputs, (list, tuple)):  # nested lists of ids, not a structure of tensors
         inputs = _id_array(model, inputs)
     inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
-    ids = model._input_ids(inputs)
+    ids = model.decoding_input_ids(inputs)
     check_generate_arguments(
-        model, ids, max_length, strategy, temperature, k, p, num_beams, end_id, num_return_sequences,
-        min_length, start_id, seed, length_penalty, early_stopping,
+        model,
+        ids,
+        max_length,
+        strategy,
+        temperature,
+        k,
+        p,
+        num_beams,
+        end_id,
+        num_return_sequences,
+        min_length,
+        start_id,
+        seed,
+        length_penalty,
+        early_stopping,
     )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
@@ -716,9 +753,9 @@ def generate(
     key = (tuple(sorted(settings.items())), shapes)
     compiled = model._compiled_decoders.get(key)
     if compiled is None:
-        compiled = _backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
+        compiled = backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
         model._compiled_decoders[key] = compiled
-    ids, scores = compiled(inputs, _backend.decoding_seed(seed))
+    ids, scores = compiled(inputs, backend.decoding_seed(seed))
     if num_return_sequences == 1:
         return ids[:, 0]
     return ids, scores
@@ -726,6 +763,7 @@ def generate(
 
 # `decode`'s settings left out take `generate`'s defaults (the seed is `decode`'s own argument).
 _GENERATE_DEFAULTS = {
-    name: parameter.default for name, parameter in inspect.signature(generate).parameters.items()
+    name: parameter.default
+    for name, parameter in inspect.signature(generate).parameters.items()
     if parameter.default is not inspect.Parameter.empty and name != "seed"
 }

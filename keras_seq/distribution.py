@@ -113,7 +113,10 @@ def process_settings(coordinator=None, num_processes=None, process_id=None, envi
     What `keras.distribution.initialize` takes on every process of a multi-process run.
     """
     environ = os.environ if environ is None else environ
-    found = {name: next((environ[key] for key in keys if environ.get(key)), None) for name, keys in PROCESS_ENVIRONMENT.items()}
+    found = {
+        name: next((environ[key] for key in keys if environ.get(key)), None)
+        for name, keys in PROCESS_ENVIRONMENT.items()
+    }
     if found["coordinator"] == environ.get("MASTER_ADDR") and environ.get("MASTER_PORT"):
         found["coordinator"] = f"{environ['MASTER_ADDR']}:{environ['MASTER_PORT']}"
     owner = "process_settings"

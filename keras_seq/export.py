@@ -24,16 +24,17 @@ import sys
 
 import keras
 
-from keras_seq import _validation as v
 from keras_seq import _atomic as atomic
+from keras_seq import _validation as v
+from keras_seq import backend
 
 RUN_CONFIG = "export_config.json"
 
 
 def _serving_module(owner, model, **vocabularies):
     """A `tf.Module` holding `model` and each vocabulary's lookup table under the given name."""
-    if keras.backend.backend() != "tensorflow":
-        v.fail(owner, "backend", "the TensorFlow backend (or use export_run, which starts one)", keras.backend.backend())
+    if not backend.traces_saved_models():
+        v.fail(owner, "backend", "the TensorFlow backend (or use export_run, which starts one)", backend.NAME)
     import tensorflow as tf
 
     module = tf.Module()
@@ -55,7 +56,7 @@ def _save(module, path, function, *more):
 
 
 def _least_at_least(ladder, count):
-    """The least entry of the int32 tensor `ladder` >= `count` (an int32 scalar tensor), or its last entry if none is."""
+    """The least entry of the int32 tensor `ladder` >= `count` (an int32 scalar tensor), else its last entry."""
     import tensorflow as tf
 
     return tf.reduce_min(tf.where(ladder >= count, ladder, ladder[-1]))
@@ -143,8 +144,9 @@ class _DroppingDecoder:
     `least_rows` (`GREEDY_LEAST_ROWS`). Each count of rows and
     cache length is compiled once, at its first use, and shared by every call of
     one decoder (the parts of a batch decoded at once compile nothing twice); a
-    lone sentence is decoded by one XLA program, start to end. `weights`: the model's
-    `decoding.step_weights`, as variables kept by the SavedModel, or None.
+    lone sentence is decoded by one XLA program, start to end. `model`: a
+    `keras_seq.decoding_contract.Decodable`. `weights`: its `decoding.step_weights`,
+    as variables kept by the SavedModel, or None.
     """
 
     def __init__(self, model, max_length, settings, least_rows=1, weights=None):
@@ -210,8 +212,12 @@ class _DroppingDecoder:
         }
         by_group = lambda part: tf.nest.map_structure(lambda x: _free_axes(x.shape, 0), part)  # noqa: E731
         invariants = (
-            {**tf.nest.map_structure(lambda x: x.shape, state), "rows": rows_shapes, "groups": by_group(state["groups"]),
-             **({"sources": by_group(state["sources"])} if "sources" in state else {})},
+            {
+                **tf.nest.map_structure(lambda x: x.shape, state),
+                "rows": rows_shapes,
+                "groups": by_group(state["groups"]),
+                **({"sources": by_group(state["sources"])} if "sources" in state else {}),
+            },
             tf.TensorShape([None]),
             tf.nest.map_structure(lambda x: x.shape, loop_vars[2]),
         )
@@ -228,7 +234,14 @@ def _free_axes(shape, *axes):
 
 
 def export_translator(
-    model, source_vocabulary, target_vocabulary, path, source_length, max_length, num_beams=4, length_penalty=0.6,
+    model,
+    source_vocabulary,
+    target_vocabulary,
+    path,
+    source_length,
+    max_length,
+    num_beams=4,
+    length_penalty=0.6,
     early_stopping=False,
 ):
     """Write a SavedModel that translates strings `(B,)` to strings `(B,)`, by beam search or greedily.
@@ -249,15 +262,18 @@ def export_translator(
     """
     import tensorflow as tf
 
-    from keras_seq import decoding
+    from keras_seq import decoding, decoding_contract
     from keras_seq.data import text
 
+    decoding_contract.require(model, "export_translator")
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
     weights = decoding.step_weights(model)
     if weights is not None:  # stored once, not laid out again at every call
         module.step_weights = weights = tf.nest.map_structure(lambda x: tf.Variable(x, trainable=False), weights)
     strategies = {
-        "translate": dict(strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping),
+        "translate": dict(
+            strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping
+        ),
         "translate_greedy": dict(strategy="greedy"),
     }
 
@@ -325,7 +341,9 @@ def export_tagger(model, vocabulary, tags, path, sequence_length):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def tag(sentences):
-        ids = vocabulary.encode(sentences, table=module.table)[:, :sequence_length].to_tensor(shape=[None, sequence_length])
+        ids = vocabulary.encode(sentences, table=module.table)[:, :sequence_length].to_tensor(
+            shape=[None, sequence_length]
+        )
         predicted = tf.gather(tag_names, tf.argmax(module.model(ids, training=False)[..., 1:], axis=-1) + 1)
         return tf.strings.reduce_join(tf.ragged.boolean_mask(predicted, ids > 0), axis=-1, separator=" ")
 
@@ -341,9 +359,10 @@ def export_language_model(model, vocabulary, path, max_length):
     """
     import tensorflow as tf
 
-    from keras_seq import decoding
+    from keras_seq import decoding, decoding_contract
     from keras_seq.data import text
 
+    decoding_contract.require(model, "export_language_model")
     module = _serving_module("export_language_model", model, table=vocabulary)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
@@ -364,7 +383,11 @@ KINDS = ("translate", "classify", "tag", "lm")
 def write_run_config(directory, kind, vocabularies, **settings):
     """Record what `export_run` needs next to a run's `model.keras` (kind: one of `KINDS`)."""
     v.check_choice("write_run_config", "kind", kind, KINDS)
-    config = {"kind": kind, "vocabularies": {name: vocab.get_config() for name, vocab in vocabularies.items()}, **settings}
+    config = {
+        "kind": kind,
+        "vocabularies": {name: vocab.get_config() for name, vocab in vocabularies.items()},
+        **settings,
+    }
     atomic.write_text(os.path.join(directory, RUN_CONFIG), json.dumps(config, ensure_ascii=False))
 
 
@@ -373,13 +396,15 @@ def export_run(directory):
 
     Runs here on the TensorFlow backend, else in a TensorFlow-backend subprocess.
     """
-    if keras.backend.backend() != "tensorflow":
+    if not backend.traces_saved_models():
         environment = dict(os.environ, KERAS_BACKEND="tensorflow")
         result = subprocess.run(
             [sys.executable, "-m", "keras_seq.export", directory], env=environment, capture_output=True, text=True
         )
         if result.returncode != 0:
-            raise RuntimeError(f"export_run: the TensorFlow-backend export of {directory} failed:\n{result.stderr[-3000:]}")
+            raise RuntimeError(
+                f"export_run: the TensorFlow-backend export of {directory} failed:\n{result.stderr[-3000:]}"
+            )
         return
     from keras_seq.data.subword import vocabulary_from_config
 

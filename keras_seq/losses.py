@@ -1,10 +1,13 @@
-"""Label-smoothed cross-entropy (Szegedy et al., 2016, sec. 7) and Keras' sparse cross-entropy, computed without a one-hot."""
+"""Label-smoothed cross-entropy (Szegedy et al., 2016, sec. 7) and Keras' sparse cross-entropy.
+
+Both are computed without a one-hot.
+"""
 
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 
 
 def _log_of_probabilities(y_pred):
@@ -14,14 +17,14 @@ def _log_of_probabilities(y_pred):
 def target_nll(y_pred, targets, from_logits=True):
     """`-log q(target)` per position, in float32: `(..., V), (...) -> (...)`.
 
-    From logits by the fastest exact form of the backend (`_backend.target_nll_from_logits`),
+    From logits by the fastest exact form of the backend (`backend.target_nll_from_logits`),
     none of which builds a `(..., V)` one-hot in the forward pass; from probabilities by a
     gather of their log.
     """
     y_pred = ops.cast(y_pred, "float32")
     if not from_logits:
-        return -_backend.take_target(_log_of_probabilities(y_pred), targets)
-    return _backend.target_nll_from_logits(y_pred, targets)
+        return -backend.take_target(_log_of_probabilities(y_pred), targets)
+    return backend.target_nll_from_logits(y_pred, targets)
 
 
 def in_vocabulary(targets, vocabulary_size):
@@ -43,9 +46,9 @@ def known_target_nll(y_pred, targets, from_logits=True):
 
 def known_smoothed_nll(logits, targets, epsilon):
     """`(1 - epsilon) * -log q(target) + epsilon * mean_k(-log q(k))` per position from logits, in one pass
-    over them (`_backend.smoothed_nll_from_logits`), and 0 where a target lies outside `[0, V)`."""
+    over them (`backend.smoothed_nll_from_logits`), and 0 where a target lies outside `[0, V)`."""
     logits = ops.cast(logits, "float32")
-    return _where_known(lambda ids: _backend.smoothed_nll_from_logits(logits, ids, epsilon), targets, logits.shape[-1])
+    return _where_known(lambda ids: backend.smoothed_nll_from_logits(logits, ids, epsilon), targets, logits.shape[-1])
 
 
 def uniform_nll(probabilities):
@@ -71,7 +74,7 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_cl
     if ignore_class is not None:
         valid = ops.not_equal(y_true, ignore_class)
         losses = ops.where(valid, losses, 0.0)
-        _backend.set_keras_mask(losses, valid)
+        backend.set_keras_mask(losses, valid)
     return losses
 
 
@@ -186,7 +189,7 @@ class LabelSmoothingCrossEntropy(keras.losses.Loss):
                 losses = (1.0 - self.epsilon) * losses + self.epsilon * uniform
         if valid is not None:
             losses = ops.where(valid, losses, 0.0)
-            _backend.set_keras_mask(losses, valid)  # Loss.__call__ then averages over valid positions
+            backend.set_keras_mask(losses, valid)  # Loss.__call__ then averages over valid positions
         return losses
 
     def get_config(self):

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_seq import _backend
+from keras_seq import backend
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -11,18 +11,19 @@ class Adam(keras.optimizers.Adam):
 
     Keras' torch Adam calls PyTorch's multi-tensor functions, which on a CPU loop over
     the tensors one small operation at a time; one fused kernel does the whole step
-    (`_backend.torch_adam_update`). Keras' TensorFlow Adam runs a chain of small operations
+    (`keras_seq.backend.torch.adam_update`). Keras' TensorFlow Adam runs a chain of small operations
     per variable; TensorFlow's `ResourceApplyAdam` does a variable's update in one
-    (`_backend.tf_adam_update`). Keras' own update runs on JAX, on torch off the CPU, for
+    (`keras_seq.backend.tensorflow.adam_update`). Keras' own update runs on JAX, on torch off the CPU, for
     `amsgrad`, for variables other than float32, for sparse gradients on TensorFlow and under
     a `tf.distribute` strategy; only there does a subclass's `update_step` run. Arguments as
     `keras.optimizers.Adam`.
     """
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        backend = keras.backend.backend()
-        if backend == "torch":
-            return _backend.torch_adam_update(self, grads, trainable_variables, learning_rate)
-        if backend == "tensorflow" and _backend.tf_adam_update(self, grads, trainable_variables, learning_rate):
-            return None
-        return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        return backend.adam_update(
+            self,
+            grads,
+            trainable_variables,
+            learning_rate,
+            lambda: super(Adam, self)._backend_update_step(grads, trainable_variables, learning_rate),
+        )

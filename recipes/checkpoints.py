@@ -110,7 +110,11 @@ def _read(path):
 
 
 def _position(state):
-    return f"epoch {state['epoch'] + 1}, after batch {state['batch']}" if "batch" in state else f"after epoch {state['epoch']}"
+    return (
+        f"epoch {state['epoch'] + 1}, after batch {state['batch']}"
+        if "batch" in state
+        else f"after epoch {state['epoch']}"
+    )
 
 
 class RunCheckpoint(keras.callbacks.Callback):
@@ -167,21 +171,36 @@ class RunCheckpoint(keras.callbacks.Callback):
 
     def _save_and_exit(self):
         state = self.save()
-        print(f"{self.args.recipe}: {signal.Signals(self._signal).name}: saved {self.args.output_dir}/checkpoint/ at "
-              f"{_position(state)}; the same command with --resume continues there", flush=True)
+        print(
+            f"{self.args.recipe}: {signal.Signals(self._signal).name}: saved {self.args.output_dir}/checkpoint/ at "
+            f"{_position(state)}; the same command with --resume continues there",
+            flush=True,
+        )
         sys.exit(128 + self._signal)
 
     def save(self):
         """Write the checkpoint (unless a weight is not finite); returns its state."""
         epoch, batch = self.position()
-        state = {"epoch": int(epoch), "batch": int(batch), "steps": self.budget.spent_steps, "history": self.history,
-                 "seconds": self.budget.elapsed(), "data_digest": self.digest}
+        state = {
+            "epoch": int(epoch),
+            "batch": int(batch),
+            "steps": self.budget.spent_steps,
+            "history": self.history,
+            "seconds": self.budget.elapsed(),
+            "data_digest": self.digest,
+        }
         if self.validation is not None and self.validation.best is not None:
-            state["validation"] = {"best": self.validation.best, "without_gain": self.validation.evaluations_without_gain}
+            state["validation"] = {
+                "best": self.validation.best,
+                "without_gain": self.validation.evaluations_without_gain,
+            }
         weights = self.model.get_weights()
         if all(np.all(np.isfinite(w)) for w in weights if np.issubdtype(w.dtype, np.floating)):
             save(self.args.output_dir, self.model, state)
         else:
-            print(f"{self.args.recipe}: a weight is not finite; the checkpoint of {_position(state)} is not saved", flush=True)
+            print(
+                f"{self.args.recipe}: a weight is not finite; the checkpoint of {_position(state)} is not saved",
+                flush=True,
+            )
         self._last = time.monotonic()
         return state

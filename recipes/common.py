@@ -13,22 +13,21 @@ import numpy as np
 
 from keras_seq import _atomic as atomic
 from keras_seq import training
-from recipes import checkpoints, devices
-from recipes.devices import UsageError
+from recipes import checkpoints, devices, memory
+from recipes.errors import UsageError
 
 
-
-def load_splits(args, task, read, embedded):
+def load_splits(settings, task, read, embedded):
     """`(train, valid)` of the chosen data: `--train`/`--valid` (each file through `read`), `--tfds`, or
-    the embedded data set `args.data` (`embedded` maps its name to a function returning both)."""
+    the embedded data set `settings.data` (`embedded` maps its name to a function returning both)."""
     from keras_seq.data import loaders
 
-    if args.train:
-        return read(args.train), read(args.valid)
-    if args.tfds:
-        train, valid, _ = loaders.tfds_splits(args.tfds, task, data_dir=args.tfds_data_dir)
+    if settings.train:
+        return read(settings.train), read(settings.valid)
+    if settings.tfds:
+        train, valid, _ = loaders.tfds_splits(settings.tfds, task, data_dir=settings.tfds_data_dir)
         return train, valid
-    return embedded[args.data]()
+    return embedded[settings.data]()
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -44,18 +43,32 @@ MAX_EPOCHS = 1000
 LONGEST_PERIOD = 1000
 
 
-def parser(name, description, data_help, model_defaults, default_model, epochs, batch_size, max_seconds=None):
+def parser(
+    name,
+    description,
+    data_help,
+    model_defaults,
+    default_model,
+    epochs,
+    batch_size,
+    max_seconds=None,
+    derived_defaults=None,
+):
     """An `ArgumentParser` with the flags every recipe has (API.md, section recipes).
 
     `model_defaults` maps each model family (the `--model` choices) to the defaults
     that depend on it, `{flag: value}` with at least `learning_rate` (the peak); a
-    flag left out on the command line takes its model's value (`check_arguments`).
+    flag left out on the command line takes its model's value (`resolve_settings`).
+    `derived_defaults(values)`, given the flags' values as a dict, returns `{flag: value}`
+    for the recipe's flags whose default depends on other flags.
 
     `epochs` and `max_seconds` are the recipe's budget when neither flag is given;
     one flag alone is the whole budget (`--max-seconds S` alone trains for S seconds
     whatever the number of epochs, `--epochs N` alone for N epochs however long).
     """
-    p = argparse.ArgumentParser(prog=f"python -m recipes.{name}", description=description, formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=f"python -m recipes.{name}", description=description, formatter_class=_HelpFormatter
+    )
     data = p.add_argument_group("data (no flag: the embedded default data)")
     data.add_argument("--train", metavar="FILE", help=f"training file: {data_help}")
     data.add_argument("--valid", metavar="FILE", help="validation file, same format as --train")
@@ -64,46 +77,78 @@ def parser(name, description, data_help, model_defaults, default_model, epochs, 
     data.add_argument("--max-examples", type=int, metavar="N", help="use at most N training examples")
     training = p.add_argument_group("training")
     training.add_argument("--model", choices=model_defaults, default=default_model, help="model family")
-    default_budget = " and ".join(f for f in (epochs and f"{epochs} epochs", max_seconds and f"{max_seconds:g} seconds") if f)
+    default_budget = " and ".join(
+        f for f in (epochs and f"{epochs} epochs", max_seconds and f"{max_seconds:g} seconds") if f
+    )
     training.add_argument(
-        "--epochs", type=int,
+        "--epochs",
+        type=int,
         help=f"passes over the training data (alone: no time limit; with neither flag: {default_budget})",
     )
     training.add_argument(
-        "--max-seconds", type=float, metavar="S",
+        "--max-seconds",
+        type=float,
+        metavar="S",
         help=f"train for S seconds of wall time (alone: no epoch limit; with none of --epochs, --max-seconds and "
-             f"--max-steps: {default_budget})",
+        f"--max-steps: {default_budget})",
     )
     training.add_argument(
-        "--max-steps", type=int, metavar="N",
+        "--max-steps",
+        type=int,
+        metavar="N",
         help="train for N steps (batches); with several processes the budget they agree on (their clocks differ)",
     )
     p.set_defaults(default_epochs=epochs, default_seconds=max_seconds, recipe=name)
     training.add_argument("--batch-size", type=int, default=batch_size, help="examples per training batch")
     training.add_argument(
-        "--learning-rate", type=float,
-        help="peak learning rate (default: " + ", ".join(f"{m} {d['learning_rate']:g}" for m, d in model_defaults.items()) + ")",
+        "--learning-rate",
+        type=float,
+        help="peak learning rate (default: "
+        + ", ".join(f"{m} {d['learning_rate']:g}" for m, d in model_defaults.items())
+        + ")",
     )
-    p.set_defaults(model_defaults=model_defaults)
-    training.add_argument("--seed", type=int, default=0, help="seeds weights, dropout and shuffling: a run repeats on a backend")
-    training.add_argument("--resume", action="store_true", help="continue from the checkpoint in --output-dir")
-    training.add_argument("--max-nan", type=int, default=3, metavar="N",
-                          help="a non-finite loss rolls back to the last finite weights; the N-th ends the run")
-    training.add_argument("--checkpoint-every", type=float, default=300.0, metavar="S",
-                          help="also save a checkpoint within an epoch once S seconds have passed since the last one")
+    p.set_defaults(model_defaults=model_defaults, derived_defaults=derived_defaults)
     training.add_argument(
-        "--distribute", action="store_true",
+        "--seed", type=int, default=0, help="seeds weights, dropout and shuffling: a run repeats on a backend"
+    )
+    training.add_argument("--resume", action="store_true", help="continue from the checkpoint in --output-dir")
+    training.add_argument(
+        "--max-nan",
+        type=int,
+        default=3,
+        metavar="N",
+        help="a non-finite loss rolls back to the last finite weights; the N-th ends the run",
+    )
+    training.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="also save a checkpoint within an epoch once S seconds have passed since the last one",
+    )
+    training.add_argument(
+        "--distribute",
+        action="store_true",
         help="data-parallel training on every local device (TensorFlow MirroredStrategy, JAX DataParallel)",
     )
     training.add_argument(
-        "--model-parallel", type=int, default=1, metavar="N",
+        "--model-parallel",
+        type=int,
+        default=1,
+        metavar="N",
         help="JAX, Transformer models: split each model over N devices (Megatron layout, keras_seq.distribution) "
-             "and the batch over the rest",
+        "and the batch over the rest",
     )
     processes = p.add_argument_group(
-        "several processes (JAX; default: the KERAS_DISTRIBUTION_* variables, else one process; on TensorFlow, TF_CONFIG)")
-    processes.add_argument("--num-processes", type=int, metavar="N", help="processes taking part, one per host or per accelerator")
-    processes.add_argument("--process-id", type=int, metavar="I", help="this process's id in [0, N); 0 coordinates and writes the outputs")
+        "several processes (JAX; default: the KERAS_DISTRIBUTION_* variables, else one process; "
+        "on TensorFlow, TF_CONFIG)"
+    )
+    processes.add_argument(
+        "--num-processes", type=int, metavar="N", help="processes taking part, one per host or per accelerator"
+    )
+    processes.add_argument(
+        "--process-id", type=int, metavar="I", help="this process's id in [0, N); 0 coordinates and writes the outputs"
+    )
     processes.add_argument("--coordinator", metavar="HOST:PORT", help="address where process 0 listens")
     p.add_argument("--output-dir", default=f"runs/{name}", metavar="DIR", help="where outputs, checkpoints and logs go")
     p.add_argument("--traceback", action="store_true", help="on an error, show the full traceback instead of one line")
@@ -115,21 +160,52 @@ def add_validation_flags(p, score, warmup):
 
     `score` names what validation measures (e.g. "BLEU", "perplexity").
     """
-    p.add_argument("--warmup", type=float, default=warmup, help="share of the budget over which the learning rate warms up")
-    p.add_argument("--patience", type=int, help=f"stop after this many validations without a {score} gain (default: never)")
-    p.add_argument("--average-last", type=int, default=1, metavar="K",
-                   help=f"at the end, average the weights of the last K validations and keep them if their {score} is as good")
-    p.add_argument("--validate-every", type=float, metavar="S",
-                   help="also validate once S seconds have passed since the last validation")
-    p.add_argument("--validate-every-steps", type=int, metavar="N",
-                   help=f"validate (and checkpoint) every N steps (default: after each pass over the data, at most every "
-                        f"{LONGEST_PERIOD} steps)")
+    p.add_argument(
+        "--warmup", type=float, default=warmup, help="share of the budget over which the learning rate warms up"
+    )
+    p.add_argument(
+        "--patience", type=int, help=f"stop after this many validations without a {score} gain (default: never)"
+    )
+    p.add_argument(
+        "--average-last",
+        type=int,
+        default=1,
+        metavar="K",
+        help=f"at the end, average the weights of the last K validations and keep them if their {score} is as good",
+    )
+    p.add_argument(
+        "--validate-every",
+        type=float,
+        metavar="S",
+        help="also validate once S seconds have passed since the last validation",
+    )
+    p.add_argument(
+        "--validate-every-steps",
+        type=int,
+        metavar="N",
+        help=f"validate (and checkpoint) every N steps (default: after each pass over the data, at most every "
+        f"{LONGEST_PERIOD} steps)",
+    )
 
 
 def check_arguments(args):
     """Reject values argparse lets through (type is right, value is not)."""
-    for flag in ("epochs", "batch_size", "max_examples", "vocab_size", "vocabulary_size", "validate_sentences", "average_last", "patience",
-                 "max_nan", "model_parallel", "max_steps", "validate_every_steps", "batch_tokens", "vocab_sample"):
+    for flag in (
+        "epochs",
+        "batch_size",
+        "max_examples",
+        "vocab_size",
+        "vocabulary_size",
+        "validate_sentences",
+        "average_last",
+        "patience",
+        "max_nan",
+        "model_parallel",
+        "max_steps",
+        "validate_every_steps",
+        "batch_tokens",
+        "vocab_sample",
+    ):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a positive integer, got {value}")
@@ -137,17 +213,41 @@ def check_arguments(args):
         value = getattr(args, flag, None)
         if value is not None and not value > 0:
             raise UsageError(f"--{flag.replace('_', '-')}: expected a number > 0, got {value}")
-    for flag, value in args.model_defaults[args.model].items():
-        if getattr(args, flag) is None:
-            setattr(args, flag, value)
-    if args.epochs is None and args.max_seconds is None and args.max_steps is None:
-        args.epochs, args.max_seconds = args.default_epochs, args.default_seconds
     if (args.train is None) != (args.valid is None):
         raise UsageError("--train and --valid: expected both files or neither")
     if args.tfds and args.train:
         raise UsageError("--tfds and --train: expected one data source, got both")
     if args.resume and not checkpoints.exists(args.output_dir):
         raise UsageError(f"--resume: expected a checkpoint in {args.output_dir}, found none")
+
+
+class Settings(argparse.Namespace):
+    """A recipe's flags with every default resolved, read-only: each step of a run reads the same values,
+    so none can change them for the steps after it."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"settings are read-only ({name}): resolve_settings sets them once")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"settings are read-only ({name}): resolve_settings sets them once")
+
+
+def resolve_settings(args, started=None):
+    """The checked `Settings` of parsed `args` (left unchanged): each flag left out takes its model's
+    default, then the defaults `derived_defaults` computes from the other flags (a recipe's `parser` option);
+    with none of --epochs, --max-seconds and --max-steps, the recipe's budget. `started`: the run's start
+    (`time.monotonic()`, now when None), which the first step's message counts from."""
+    check_arguments(args)
+    values = dict(vars(args), started=time.monotonic() if started is None else started)
+    values.update({flag: value for flag, value in args.model_defaults[args.model].items() if values[flag] is None})
+    if values.get("derived_defaults") is not None:
+        values.update(values["derived_defaults"](values))
+    if args.epochs is None and args.max_seconds is None and args.max_steps is None:
+        values["epochs"], values["max_seconds"] = args.default_epochs, args.default_seconds
+    return Settings(**values)
 
 
 def main(name, run, parse, argv=None):
@@ -159,36 +259,46 @@ def main(name, run, parse, argv=None):
     """
     started = time.monotonic()
     args = parse(argv)
-    args.started = started
+    processes = argparse.Namespace(joined=False)  # what joining the other processes sets (join_processes)
     try:
-        return _checked_run(name, run, args)
+        return _checked_run(name, run, args, started, processes)
     except BaseException as error:
-        if not getattr(args, "joined", False):
+        if not processes.joined:
             raise
-        _leave_joined_run(name, args, error)
+        _leave_joined_run(name, processes, error)
 
 
-def _checked_run(name, run, args):
+def _checked_run(name, run, args, started, processes):
     try:
-        check_arguments(args)
-        training.keep_freed_memory()  # before any step allocates: see there
-        devices.join_processes(args)  # first: TensorFlow's strategy must come before its other ops
-        keras.utils.set_random_seed(args.seed)
-        check_writable(args.output_dir)
-        atomic.remove_leftovers(args.output_dir)
-        return run(args)
+        settings = resolve_settings(args, started)
+        memory.keep_freed_memory()  # before any step allocates: see there
+        settings = join_processes(settings, processes)  # first: TensorFlow's strategy must come before its other ops
+        keras.utils.set_random_seed(settings.seed)
+        check_writable(settings.output_dir)
+        atomic.remove_leftovers(settings.output_dir)
+        return run(settings)
     except devices.OtherProcessDone:
-        shutil.rmtree(args.output_dir, ignore_errors=True)  # the scratch folder (join_processes)
-        print(f"{name}: process {args.process_id} of {args.num_processes} done; process 0 writes the outputs")
+        shutil.rmtree(processes.output_dir, ignore_errors=True)  # the scratch folder (join_processes)
+        print(f"{name}: process {processes.process_id} of {processes.num_processes} done; process 0 writes the outputs")
         return None
     except (devices.ProcessLost, ValueError, OSError) as error:  # UsageError is a ValueError
         if args.traceback:
             raise
-        print(f"{name}: error: {_said(error)}", file=sys.stderr, flush=True)
+        print(f"{name}: error: {_error_line(error)}", file=sys.stderr, flush=True)
         sys.exit(2)
 
 
-def _leave_joined_run(name, args, error):
+def join_processes(settings, processes):
+    """`settings` with what starting a multi-process run resolves (`devices.join_processes`: the process
+    count and id, the output and shared folders, TensorFlow's strategy) and `processes`, the namespace
+    `devices.join_processes` and `devices.leave_processes` keep the run's state in (`joined`): the one
+    object a run changes after its start, so `main` knows how a joined process must end."""
+    vars(processes).update(vars(settings))
+    devices.join_processes(processes)
+    return Settings(**{name: value for name, value in vars(processes).items() if name != "joined"}, processes=processes)
+
+
+def _leave_joined_run(name, processes, error):
     """End a process of a multi-process run at once, whatever ended it: `os._exit`, since a normal exit
     would wait for a lost process at JAX's shutdown barrier. A `SystemExit` keeps its status (2 after an
     `error:` line, 130/143 after a signal); any other error prints its line (its traceback with
@@ -198,18 +308,18 @@ def _leave_joined_run(name, args, error):
     status = 2
     if isinstance(error, SystemExit):
         status = error.code if isinstance(error.code, int) else 2
-    elif args.traceback:
+    elif processes.traceback:
         traceback.print_exception(error)
     else:
-        print(f"{name}: error: {type(error).__name__}: {_said(error)}", file=sys.stderr)
-    if args.process_id:
-        shutil.rmtree(args.output_dir, ignore_errors=True)
+        print(f"{name}: error: {type(error).__name__}: {_error_line(error)}", file=sys.stderr)
+    if processes.process_id:
+        shutil.rmtree(processes.output_dir, ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
 
 
-def _said(error):
+def _error_line(error):
     """The one line an error ends a recipe with; an `OSError` (e.g. a full disk) names its file, and the
     outputs written before it are complete (atomic writes)."""
     if isinstance(error, OSError):
@@ -226,34 +336,43 @@ def check_writable(directory):
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
             pass
     except OSError as error:
-        raise UsageError(f"--output-dir: expected a folder this process can write, got {directory} ({error.strerror})") from None
+        raise UsageError(
+            f"--output-dir: expected a folder this process can write, got {directory} ({error.strerror})"
+        ) from None
 
 
-def resume_state(args):
+def resume_state(settings):
     """`(model or None, checkpoint state, best weights path or None)` from --output-dir's checkpoint when --resume."""
-    if not args.resume:
+    if not settings.resume:
         return None, {"epoch": 0, "history": {}, "seconds": 0.0, "steps": 0}, None
     try:
-        return checkpoints.load(args.shared_dir, args.recipe)
+        return checkpoints.load(settings.shared_dir, settings.recipe)
     except checkpoints.Unreadable as problem:
-        raise UsageError(f"--resume: expected a complete checkpoint in {args.shared_dir}, got none ({problem})") from None
+        raise UsageError(
+            f"--resume: expected a complete checkpoint in {settings.shared_dir}, got none ({problem})"
+        ) from None
 
 
 def add_subword_flags(p):
     """`--subword-model`, the SentencePiece model type of a `subword` vocabulary."""
     from keras_seq.data.subword import MODEL_TYPES
 
-    p.add_argument("--subword-model", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type of a subword vocabulary")
+    p.add_argument(
+        "--subword-model",
+        choices=MODEL_TYPES,
+        default="unigram",
+        help="SentencePiece model type of a subword vocabulary",
+    )
 
 
-def subword_vocabulary(args, texts, size, lowercase=False):
+def subword_vocabulary(settings, texts, size, lowercase=False):
     """A SentencePiece vocabulary of at most `size` ids trained on `texts` (type from --subword-model)."""
     from keras_seq.data.subword import SubwordVocabulary
 
-    return SubwordVocabulary.train(texts, size, args.subword_model, lowercase=lowercase)
+    return SubwordVocabulary.train(texts, size, settings.subword_model, lowercase=lowercase)
 
 
-def vocabularies(args, build):
+def vocabularies(settings, build):
     """`{name: vocabulary}` made by `build()` and saved in --output-dir, or read back on --resume.
 
     All go into `vocabularies.json`; a SentencePiece model is also written as
@@ -262,26 +381,41 @@ def vocabularies(args, build):
     """
     from keras_seq.data.subword import SubwordVocabulary, vocabulary_from_config
 
-    path = os.path.join(args.output_dir, "vocabularies.json")
-    shared = os.path.join(args.shared_dir, "vocabularies.json")  # process 0's (join_processes)
-    if args.resume and os.path.exists(shared):
+    path = os.path.join(settings.output_dir, "vocabularies.json")
+    shared = os.path.join(settings.shared_dir, "vocabularies.json")  # process 0's (join_processes)
+    if settings.resume and os.path.exists(shared):
         with open(shared, encoding="utf-8") as f:
             configs = json.load(f)
-        made = {}  # equal configs (a joint vocabulary) give one object
-        return {name: made.setdefault(json.dumps(config, sort_keys=True), vocabulary_from_config(config)) for name, config in configs.items()}
+        by_config = {}  # equal configs (a joint vocabulary) give one object
+        return {
+            name: by_config.setdefault(json.dumps(config, sort_keys=True), vocabulary_from_config(config))
+            for name, config in configs.items()
+        }
     result = build()
-    atomic.write_text(path, json.dumps({name: vocabulary.get_config() for name, vocabulary in result.items()}, ensure_ascii=False))
+    atomic.write_text(
+        path, json.dumps({name: vocabulary.get_config() for name, vocabulary in result.items()}, ensure_ascii=False)
+    )
     subword = {name: vocabulary for name, vocabulary in result.items() if isinstance(vocabulary, SubwordVocabulary)}
     if len({id(vocabulary) for vocabulary in subword.values()}) == 1 and len(subword) > 1:
-        next(iter(subword.values())).save(os.path.join(args.output_dir, "sentencepiece.model"))
+        next(iter(subword.values())).save(os.path.join(settings.output_dir, "sentencepiece.model"))
     else:
         for name, vocabulary in subword.items():
-            vocabulary.save(os.path.join(args.output_dir, f"{name}.model"))
+            vocabulary.save(os.path.join(settings.output_dir, f"{name}.model"))
     return result
 
 
-def train(args, build_and_compile, data, valid, learning_rate=None, score=None, monitor=None, mode="max",
-          ignored_label=0, model_sizes=None):
+def train(
+    settings,
+    build_and_compile,
+    data,
+    valid,
+    learning_rate=None,
+    score=None,
+    monitor=None,
+    mode="max",
+    ignored_label=0,
+    model_sizes=None,
+):
     """Build (or resume) and fit a model; returns `(model, history, training seconds, validation)`.
 
     `build_and_compile(steps_per_epoch)` returns a compiled model; `data` the training batches
@@ -298,83 +432,154 @@ def train(args, build_and_compile, data, valid, learning_rate=None, score=None, 
     data position (epoch and batch of the data) and the steps taken, and `--resume` starts
     the data there without reading the batches before.
     """
-    import tensorflow as tf
-
-    from keras_seq import training
-    from keras_seq.data import pipeline
-
-    if valid is not None:
-        # A known length: Keras then ends each validation pass without warning that the input "ran out of data".
-        valid = valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
-    with devices.distribution_scope(args, model_sizes):  # a resumed model too: its variables are placed as a new one's
-        model, state, best_weights = resume_state(args)
-        if model is None:
-            model = build_and_compile(data.steps_per_epoch)
+    valid = _with_known_length(valid)
+    model, state, best_weights = _built_or_resumed(settings, build_and_compile, data, model_sizes)
     if valid is not None:
         valid = devices.fed_batches(valid, ignored_label)
-    period = validation_period(args, data.steps_per_epoch)
-    total_steps = args.max_steps or (args.epochs and args.epochs * data.steps_per_epoch)
-    budget = training.TrainingBudget(args.max_seconds, total_steps, state["seconds"], state.get("steps", 0))
-    callbacks = [budget, training.NonFiniteGuard(args.max_nan, args.recipe)]  # before anything saves the model
+    period = validation_period(settings, data.steps_per_epoch)
+    total_steps = settings.max_steps or (settings.epochs and settings.epochs * data.steps_per_epoch)
+    budget = training.TrainingBudget(settings.max_seconds, total_steps, state["seconds"], state.get("steps", 0))
+    callbacks = _budget_callbacks(settings, budget, learning_rate)  # before anything saves the model
+    validation = _best_by_validation(settings, score, monitor, mode, model, state, best_weights)
+    start = (state.get("epoch", 0), state.get("batch", 0))
+    checkpoint = checkpoints.RunCheckpoint(
+        settings, state["history"], budget, _data_position(data, start, budget), data.digest, validation
+    )
+    callbacks += [validation] if validation is not None else []
+    callbacks += [checkpoint, *_progress_callbacks(settings, data, start)]
+    batches = _training_batches(settings, data, start, ignored_label)
+    if settings.workers_strategy is not None:
+        from keras_seq.backend import keras_internals
+
+        local_batch = devices.fed_batches(data.one_batch(), ignored_label, local=data.local)
+        keras_internals.prepare_fit_for_several_workers(model, next(iter(local_batch)))
+    _fit(settings, model, batches, valid, budget, period, total_steps, callbacks, checkpoint)
+    model = _saved_by_every_process(settings, model, data, validation, monitor)
+    history = state["history"]
+    if history:
+        plot_history(history, os.path.join(settings.output_dir, "training_curves.png"))
+    return model, history, budget.elapsed(), validation
+
+
+def _with_known_length(valid):
+    """`valid` (None stays None) with its batch count asserted: Keras then ends each validation pass without
+    warning that the input "ran out of data"."""
+    import tensorflow as tf
+
+    from keras_seq.data import pipeline
+
+    if valid is None:
+        return None
+    return valid.apply(tf.data.experimental.assert_cardinality(pipeline.count_batches(valid)))
+
+
+def _built_or_resumed(settings, build_and_compile, data, model_sizes):
+    """`(model, checkpoint state, best weights path or None)`: the checkpoint's on --resume, else a new model,
+    in the distribution scope either way (a resumed model's variables are placed as a new one's)."""
+    with devices.distribution_scope(settings, model_sizes):
+        model, state, best_weights = resume_state(settings)
+        if model is None:
+            model = build_and_compile(data.steps_per_epoch)
+    return model, state, best_weights
+
+
+def _best_by_validation(settings, score, monitor, mode, model, state, best_weights):
+    """The `BestByValidation` callback of `score` (None without one), on --resume with the checkpoint's best
+    score and weights, whose file is copied back into --output-dir (the checkpoint's, not a later one)."""
+    if score is None:
+        return None
+    validation = training.BestByValidation(
+        score,
+        monitor,
+        mode=mode,
+        patience=settings.patience,
+        average_last=settings.average_last,
+        every_seconds=settings.validate_every,
+        path=os.path.join(settings.output_dir, checkpoints.BEST_WEIGHTS),
+    )
+    if "validation" in state and best_weights is not None:
+        validation.best = state["validation"]["best"]
+        validation.evaluations_without_gain = state["validation"]["without_gain"]
+        validation.best_weights = _weights_from_file(model, best_weights)
+        shutil.copyfile(best_weights, os.path.join(settings.output_dir, checkpoints.BEST_WEIGHTS))
+    return validation
+
+
+def _data_position(data, start, budget):
+    """A function giving the data position of the next batch: `start` moved by the steps taken since."""
+    start_steps = budget.spent_steps
+    return lambda: data.position_after(start, budget.spent_steps - start_steps)
+
+
+def _budget_callbacks(settings, budget, learning_rate):
+    """The callbacks that stop training and keep its weights finite (the budget, `NonFiniteGuard`) and, given
+    `learning_rate=(peak, warmup share)`, the rate that follows the budget spent."""
+    callbacks = [budget, training.NonFiniteGuard(settings.max_nan, settings.recipe)]
     if learning_rate is not None:
         callbacks.append(training.WarmupLinearDecay(budget, *learning_rate))
-    validation = None
-    if score is not None:
-        validation = training.BestByValidation(
-            score, monitor, mode=mode, patience=args.patience, average_last=args.average_last,
-            every_seconds=args.validate_every, path=os.path.join(args.output_dir, checkpoints.BEST_WEIGHTS),
-        )
-        if "validation" in state and best_weights is not None:
-            validation.best = state["validation"]["best"]
-            validation.evaluations_without_gain = state["validation"]["without_gain"]
-            validation.best_weights = _weights_in(model, best_weights)
-            shutil.copyfile(best_weights, os.path.join(args.output_dir, checkpoints.BEST_WEIGHTS))  # the checkpoint's, not a later one
-        callbacks.append(validation)
-    start, start_steps = (state.get("epoch", 0), state.get("batch", 0)), budget.spent_steps
-    checkpoint = checkpoints.RunCheckpoint(
-        args, state["history"], budget, lambda: data.position_after(start, budget.spent_steps - start_steps), data.digest,
-        validation,
-    )
-    callbacks += [checkpoint, FirstStepClock(args.recipe, args.started),
-                  keras.callbacks.TensorBoard(os.path.join(args.output_dir, "logs"), write_graph=False)]
+    return callbacks
+
+
+def _progress_callbacks(settings, data, start):
+    """The callbacks that report progress: the first step's time, process 0's target tokens a second (prepared
+    data only) and TensorBoard's logs."""
+    callbacks = [FirstStepClock(settings.recipe, settings.started)]
+    if data.target_tokens is not None and not settings.process_id:
+        callbacks.append(TrainingSpeed(settings.recipe, data, start))
+    callbacks.append(keras.callbacks.TensorBoard(os.path.join(settings.output_dir, "logs"), write_graph=False))
+    return callbacks
+
+
+def _fit(settings, model, batches, valid, budget, period, total_steps, callbacks, checkpoint):
+    """`model.fit` for the periods of the budget not yet spent; a failed collective of a multi-process run
+    becomes `ProcessLost` (another process is gone), and the checkpoint's signal handlers are put back."""
     periods = MAX_EPOCHS if total_steps is None else -(-total_steps // period)
     first_period = budget.spent_steps // period
-    batches = _fed(args, data, start, ignored_label)
-    if args.workers_strategy is not None:
-        from recipes import multi_worker
+    if first_period >= periods or budget.fraction() >= 1.0:
+        return
+    try:
+        model.fit(
+            batches,
+            validation_data=valid,
+            epochs=periods,
+            initial_epoch=first_period,
+            steps_per_epoch=period,
+            callbacks=callbacks,
+            shuffle=False,
+            verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per period in a log
+        )
+    except Exception as error:
+        if settings.num_processes == 1 or not devices.lost_process(error):  # bad input: reported as it is
+            raise
+        # A collective with a process that is gone fails here, on every process left.
+        first_line = (str(error).strip().splitlines() or [""])[0][:300]
+        raise devices.ProcessLost(
+            f"process {settings.process_id} of {settings.num_processes}: training stopped, another process is gone or "
+            f"failed ({type(error).__name__}: {first_line})"
+        ) from error
+    finally:
+        checkpoint.restore_signal_handlers()  # also when fit ends by an exception or a signal's exit
 
-        multi_worker.prepare_fit(model, devices.fed_batches(data.one_batch(), ignored_label, local=data.local))
-    if first_period < periods and budget.fraction() < 1.0:
-        try:
-            model.fit(
-                batches, validation_data=valid, epochs=periods, initial_epoch=first_period, steps_per_epoch=period,
-                callbacks=callbacks, shuffle=False,
-                verbose=1 if sys.stdout.isatty() else 2,  # a progress bar on a terminal, a line per period in a log
-            )
-        except Exception as error:
-            if args.num_processes == 1 or not devices.lost_process(error):  # bad input: said as it is
-                raise
-            # A collective with a process that is gone fails here, on every process left.
-            first_line = (str(error).strip().splitlines() or [""])[0][:300]
-            raise devices.ProcessLost(f"process {args.process_id} of {args.num_processes}: training stopped, another process "
-                              f"is gone or failed ({type(error).__name__}: {first_line})") from error
-        finally:
-            checkpoint.restore_signal_handlers()  # also when fit ends by an exception or a signal's exit
-    read = data.read()
-    if read is not None and args.num_processes > 1:
-        print(f"{args.recipe}: process {args.process_id} of {args.num_processes} read {read['rows']:,} rows "
-              f"({read['bytes']:,} bytes) of the prepared data", flush=True)
-    history = state["history"]
-    if validation is not None and validation.chosen != "last" and not args.process_id:
-        print(f"{args.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
-    model_path = os.path.join(args.output_dir, "model.keras")
-    with atomic.replaced_atomically(model_path) as path:  # on every process: reading the weights takes them all
+
+def _saved_by_every_process(settings, model, data, validation, monitor):
+    """Save the trained model as --output-dir's model.keras, on every process (reading the weights takes them
+    all), saying what each process read and which weights are kept; then process 0 goes on alone with the
+    model back on its devices, and the others stop (`devices.leave_processes`)."""
+    data_read = data.read()
+    if data_read is not None and settings.num_processes > 1:
+        print(
+            f"{settings.recipe}: process {settings.process_id} of {settings.num_processes} read "
+            f"{data_read['rows']:,} rows ({data_read['bytes']:,} bytes) of the prepared data",
+            flush=True,
+        )
+    if validation is not None and validation.chosen != "last" and not settings.process_id:
+        print(f"{settings.output_dir}: keeping the {validation.chosen} weights ({monitor} {validation.best:.4g})")
+    model_path = os.path.join(settings.output_dir, "model.keras")
+    with atomic.replaced_atomically(model_path) as path:
         model.save(path)
-    if args.num_processes > 1:
-        model = devices.leave_processes(args, model_path)  # process 0 goes on alone; the others stop here
-    if history:
-        plot_history(history, os.path.join(args.output_dir, "training_curves.png"))
-    return model, history, budget.elapsed(), validation
+    if settings.num_processes > 1:
+        model = devices.leave_processes(settings.processes, model_path)
+    return model
 
 
 class FirstStepClock(keras.callbacks.Callback):
@@ -388,32 +593,68 @@ class FirstStepClock(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if not self.shown:
             self.shown = True
-            print(f"{self.recipe}: first training step done {time.monotonic() - self.started:.1f} s after the start", flush=True)
+            print(
+                f"{self.recipe}: first training step done {time.monotonic() - self.started:.1f} s after the start",
+                flush=True,
+            )
 
 
-def validation_period(args, steps_per_epoch):
+class TrainingSpeed(keras.callbacks.Callback):
+    """Prints at the end of training its target tokens a second: the tokens of the steps after the
+    first over the time from one step's end to the next, validation and checkpoints left out (the
+    step's own rate, what NMT toolkits report as target tokens/s)."""
+
+    def __init__(self, recipe, data, start):
+        super().__init__()
+        self.recipe, self.data, self.start = recipe, data, start
+        self.steps, self.timed, self.seconds, self.last_end = 0, [], 0.0, None
+
+    def on_train_batch_end(self, batch, logs=None):
+        now = time.monotonic()
+        if self.last_end is not None:
+            self.timed.append(self.steps)
+            self.seconds += now - self.last_end
+        self.steps += 1
+        self.last_end = now
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.last_end = None  # the next step's interval would hold this period's validation
+
+    def on_train_end(self, logs=None):
+        if self.timed and self.seconds > 0:
+            tokens = sum(self.data.target_tokens(self.data.position_after(self.start, step)) for step in self.timed)
+            print(
+                f"{self.recipe}: {len(self.timed) + 1} training steps; after the first, {tokens / self.seconds:,.0f} "
+                f"target tokens/s",
+                flush=True,
+            )
+
+
+def validation_period(settings, steps_per_epoch):
     """Steps of one Keras epoch: `--validate-every-steps`, else a pass over the data up to `LONGEST_PERIOD`
     (an epoch of millions of pairs takes hours: validation, best weights and checkpoints don't wait for it)."""
-    return args.validate_every_steps or min(steps_per_epoch, LONGEST_PERIOD)
+    return settings.validate_every_steps or min(steps_per_epoch, LONGEST_PERIOD)
 
 
-def check_resumed_data(args, digest):
+def check_resumed_data(settings, digest):
     """On --resume, refuse data other than the checkpoint's (by the prepared data's `digest`), before preparing any."""
-    if not args.resume:
+    if not settings.resume:
         return
-    recorded = checkpoints.recorded_state(args.shared_dir).get("data_digest")
+    recorded = checkpoints.recorded_state(settings.shared_dir).get("data_digest")
     if recorded is not None and recorded != digest:
-        raise UsageError(f"--resume: expected the data and flags the checkpoint in {args.shared_dir} was trained on "
-                         f"(prepared digest {recorded[:12]}), got others (digest {digest[:12]}); give the same files and "
-                         "flags, or a new --output-dir")
+        raise UsageError(
+            f"--resume: expected the data and flags the checkpoint in {settings.shared_dir} was trained on "
+            f"(prepared digest {recorded[:12]}), got others (digest {digest[:12]}); give the same files and "
+            "flags, or a new --output-dir"
+        )
 
 
-def _fed(args, data, position, ignored_label):
+def _training_batches(settings, data, position, ignored_label):
     """What `fit` reads: this process's batches from `position` (a `DistributedDataset` on TensorFlow's workers)."""
     batches = data.dataset(position)
-    if args.workers_strategy is not None and data.local:
+    if settings.workers_strategy is not None and data.local:
         # Each worker's batches are already its own rows: one replica a worker takes them whole.
-        return args.workers_strategy.distribute_datasets_from_function(lambda context: batches)
+        return settings.workers_strategy.distribute_datasets_from_function(lambda context: batches)
     return devices.fed_batches(batches, ignored_label, local=data.local)
 
 
@@ -422,12 +663,14 @@ def evaluated(valid, name, of_logs, ignored_label=0):
     `ignored_label` as in `train`)."""
 
     def score(model):
-        return {name: float(of_logs(model.evaluate(devices.fed_batches(valid, ignored_label), verbose=0, return_dict=True)))}
+        return {
+            name: float(of_logs(model.evaluate(devices.fed_batches(valid, ignored_label), verbose=0, return_dict=True)))
+        }
 
     return score
 
 
-def _weights_in(model, path):
+def _weights_from_file(model, path):
     """The weights saved at `path` as `get_weights()` arrays, leaving `model`'s weights and optimizer state unchanged.
 
     `load_weights` also loads the optimizer state saved with the weights (its step count and
@@ -445,15 +688,15 @@ def _weights_in(model, path):
     return weights
 
 
-def export_and_load(args, kind, vocabularies, **settings):
+def export_and_load(settings, kind, vocabularies, **config):
     """Export the run's model.keras as a string-in SavedModel (see keras_seq.export) and load it back."""
     import tensorflow as tf
 
     from keras_seq import export
 
-    export.write_run_config(args.output_dir, kind, vocabularies, **settings)
-    export.export_run(args.output_dir)
-    return tf.saved_model.load(os.path.join(args.output_dir, "export"))
+    export.write_run_config(settings.output_dir, kind, vocabularies, **config)
+    export.export_run(settings.output_dir)
+    return tf.saved_model.load(os.path.join(settings.output_dir, "export"))
 
 
 def write_metrics(directory, metrics):

@@ -34,20 +34,27 @@ class PreparedBatches:
         """The batches from `position` on, without end, as a `tf.data.Dataset` of model inputs."""
         import tensorflow as tf
 
-        from keras_seq import _backend
+        from keras_seq import backend
 
         position = tuple(int(p) for p in position)
         batches = tf.data.Dataset.from_generator(
             lambda: batch_plan.batches_from(self.data, self.plan, position, self.process_index, self.process_count),
             output_signature=_signature(self.data.columns),
         )
-        return batches.map(self.to_model_inputs).prefetch(2).with_options(_backend.tf_data_without_autotuning())
+        return batches.map(self.to_model_inputs).prefetch(2).with_options(backend.tf_data_without_autotuning())
 
     def one_batch(self):
         return self.dataset((0, 0)).take(1)
 
     def position_after(self, position, steps):
         return self.plan.position_after(tuple(position), steps)
+
+    def target_tokens(self, position):
+        """Tokens the model predicts in the batch at `position`, over all processes: the last
+        column's ids less one a row (its start mark is fed, never predicted; its end mark is)."""
+        epoch, index = position
+        indices = self.plan.batch(epoch, index)[0]
+        return self.data.ids_in_rows(self.data.columns[-1], epoch % self.plan.variants, indices) - len(indices)
 
     def read(self):
         """What this process has read of the data: rows, bytes, and ids of each column."""
@@ -75,8 +82,11 @@ class InMemoryBatches:
         return self.batches(None, 0, 1).take(1)
 
     def position_after(self, position, steps):
-        return tuple(int(p) for p in divmod(position[0] * self.steps_per_epoch + position[1] + steps, self.steps_per_epoch))
+        return tuple(
+            int(p) for p in divmod(position[0] * self.steps_per_epoch + position[1] + steps, self.steps_per_epoch)
+        )
 
     def read(self):
         return None
 
+    target_tokens = None  # not counted: the batches are a recipe's own tf.data

@@ -28,10 +28,11 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import batch_plan, corpora, loaders, phrasebook, pipeline, prepared, preparation, text
+from keras_seq.data import batch_plan, corpora, loaders, phrasebook, pipeline, preparation, prepared, text
 from keras_seq.data.subword import vocabulary_from_config
 from keras_seq.metrics.copy_rate import copy_rate
 from recipes import common, devices, training_data
+from recipes.errors import UsageError
 
 # Model family -> its defaults of the flags that depend on it. The GRU's width and dropout and the
 # Transformer's peak rate were chosen by sweeps on real data (benchmarks/RESULTS.md).
@@ -65,130 +66,236 @@ DECODE_BATCH = 100
 
 def parse(argv=None):
     p = common.parser(
-        "translate", __doc__.split("\n\n")[0], "UTF-8 TSV `source<TAB>target`", MODELS, "rnn-attention",
-        epochs=None, batch_size=32, max_seconds=600,
+        "translate",
+        __doc__.split("\n\n")[0],
+        "UTF-8 TSV `source<TAB>target`",
+        MODELS,
+        "rnn-attention",
+        epochs=None,
+        batch_size=32,
+        max_seconds=600,
+        derived_defaults=_derived_defaults,
     )
-    p.add_argument("--data", choices=DATA, default="software",
-                   help="embedded data when no --train/--tfds: English-French software messages (real, "
-                        "keras_seq/data/corpora/software_en_fr) or the built phrasebook")
-    p.add_argument("--vocabulary", choices=VOCABULARIES, default="subword",
-                   help="subword: SentencePiece with byte fallback (no unknown characters); word or char: the tokens as split")
+    p.add_argument(
+        "--data",
+        choices=DATA,
+        default="software",
+        help="embedded data when no --train/--tfds: English-French software messages (real, "
+        "keras_seq/data/corpora/software_en_fr) or the built phrasebook",
+    )
+    p.add_argument(
+        "--vocabulary",
+        choices=VOCABULARIES,
+        default="subword",
+        help="subword: SentencePiece with byte fallback (no unknown characters); word or char: the tokens as split",
+    )
     common.add_subword_flags(p)
-    p.add_argument("--vocab-size", "--vocabulary-size", dest="vocab_size", type=int,
-                   help=f"ids per vocabulary (subword: an upper bound, default {SUBWORD_SIZE}; word/char: the most "
-                        f"frequent tokens kept, default {WORD_SIZE})")
-    p.add_argument("--subword-sampling", type=float, default=0.0, metavar="ALPHA",
-                   help="subword regularization: each epoch reads training pairs split anew, drawn by SentencePiece "
-                        "(unigram: smoothing alpha, e.g. 0.3; bpe: BPE-dropout rate, e.g. 0.1); 0 always takes the best split")
-    p.add_argument("--separate-vocabularies", action="store_true",
-                   help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)")
-    p.add_argument("--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out")
-    p.add_argument("--batch-tokens", type=int, metavar="N",
-                   help="batches of at most N padded tokens (rows x width) instead of --batch-size examples")
-    p.add_argument("--vocab-sample", type=int, default=VOCAB_SAMPLE, metavar="N",
-                   help="sentences (of a seeded sample of the training pairs, both sides) the vocabulary is trained on")
-    p.add_argument("--prepared-dir", metavar="DIR",
-                   help="where the prepared training data is kept, by a digest of the data and the flags that shape it "
-                        "(default: OUTPUT_DIR/prepared); a rerun, --resume and every process reuse it")
-    p.add_argument("--hidden-dim", type=int, help="model width (Transformer d_model, RNN units and embeddings; default: "
-                   + ", ".join(f"{m} {d['hidden_dim']}" for m, d in MODELS.items()) + ")")
+    p.add_argument(
+        "--vocab-size",
+        "--vocabulary-size",
+        dest="vocab_size",
+        type=int,
+        help=f"ids per vocabulary (subword: an upper bound, default {SUBWORD_SIZE}; word/char: the most "
+        f"frequent tokens kept, default {WORD_SIZE})",
+    )
+    p.add_argument(
+        "--subword-sampling",
+        type=float,
+        default=0.0,
+        metavar="ALPHA",
+        help="subword regularization: each epoch reads training pairs split anew, drawn by SentencePiece "
+        "(unigram: smoothing alpha, e.g. 0.3; bpe: BPE-dropout rate, e.g. 0.1); 0 always takes the best split",
+    )
+    p.add_argument(
+        "--separate-vocabularies",
+        action="store_true",
+        help="subword: one SentencePiece model per language (default: one joint model and three-way tied embeddings)",
+    )
+    p.add_argument(
+        "--max-length", type=int, default=64, help="longest sentence in tokens; longer training pairs are left out"
+    )
+    p.add_argument(
+        "--batch-tokens",
+        type=int,
+        metavar="N",
+        help="batches of at most N padded tokens (rows x width) instead of --batch-size examples",
+    )
+    p.add_argument(
+        "--vocab-sample",
+        type=int,
+        default=VOCAB_SAMPLE,
+        metavar="N",
+        help="sentences (of a seeded sample of the training pairs, both sides) the vocabulary is trained on",
+    )
+    p.add_argument(
+        "--prepared-dir",
+        metavar="DIR",
+        help="where the prepared training data is kept, by a digest of the data and the flags that shape it "
+        "(default: OUTPUT_DIR/prepared); a rerun, --resume and every process reuse it",
+    )
+    p.add_argument(
+        "--hidden-dim",
+        type=int,
+        help="model width (Transformer d_model, RNN units and embeddings; default: "
+        + ", ".join(f"{m} {d['hidden_dim']}" for m, d in MODELS.items())
+        + ")",
+    )
     p.add_argument("--layers", type=int, default=2, help="Transformer blocks in the encoder and in the decoder")
-    p.add_argument("--dropout", type=float,
-                   help="dropout rate (transformer: every sublayer; rnn models: embeddings, annotations and decoder "
-                        "states; default: " + ", ".join(f"{m} {d['dropout']:g}" for m, d in MODELS.items()) + ")")
+    p.add_argument(
+        "--dropout",
+        type=float,
+        help="dropout rate (transformer: every sublayer; rnn models: embeddings, annotations and decoder "
+        "states; default: " + ", ".join(f"{m} {d['dropout']:g}" for m, d in MODELS.items()) + ")",
+    )
     p.add_argument("--label-smoothing", type=float, default=0.1, help="epsilon of the label-smoothed cross-entropy")
     common.add_validation_flags(p, "BLEU", warmup=0.05)
     p.add_argument("--num-beams", type=int, default=4, help="beam width for the valid translations")
     p.add_argument("--length-penalty", type=float, default=1.4, help="GNMT length penalty alpha of the beam search")
-    p.add_argument("--early-stopping", action="store_true",
-                   help="beam search ends a sentence once its best ended beam outranks the unfinished ones (faster for a "
-                        "weak model; with a length penalty it can give up a longer translation that would have won)")
-    p.add_argument("--validate-sentences", type=int, default=300, metavar="N",
-                   help="valid sentences translated greedily after each epoch for the validation BLEU")
+    p.add_argument(
+        "--early-stopping",
+        action="store_true",
+        help="beam search ends a sentence once its best ended beam outranks the unfinished ones (faster for a "
+        "weak model; with a length penalty it can give up a longer translation that would have won)",
+    )
+    p.add_argument(
+        "--validate-sentences",
+        type=int,
+        default=300,
+        metavar="N",
+        help="valid sentences translated greedily after each epoch for the validation BLEU",
+    )
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
-    p.add_argument("--input-feeding", action="store_true",
-                   help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
-                        "into the GRU; Bahdanau et al., 2015, appendix A), run step by step")
-    p.add_argument("--export-ctranslate2", action="store_true",
-                   help="transformer only: also write the trained model as a CTranslate2 model, OUTPUT_DIR/ctranslate2 "
-                        "(keras_seq.ctranslate2; needs the ctranslate2 package)")
+    p.add_argument(
+        "--input-feeding",
+        action="store_true",
+        help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
+        "into the GRU; Bahdanau et al., 2015, appendix A), run step by step",
+    )
+    p.add_argument(
+        "--export-ctranslate2",
+        action="store_true",
+        help="transformer only: also write the trained model as a CTranslate2 model, OUTPUT_DIR/ctranslate2 "
+        "(keras_seq.ctranslate2; needs the ctranslate2 package)",
+    )
     return p.parse_args(argv)
 
 
-def training_records(args):
+def _derived_defaults(values):
+    """`--vocab-size`'s default, which depends on `--vocabulary` (`common.resolve_settings` applies it)."""
+    if values["vocab_size"] is not None:
+        return {}
+    return {"vocab_size": SUBWORD_SIZE if values["vocabulary"] == "subword" else WORD_SIZE}
+
+
+def training_records(settings):
     """`(records, digest, valid pairs)`: `records()` yields the training pairs one at a time (the --train
     file or the --tfds split streamed, or the embedded set), `digest` names their content."""
-    if args.train:
-        records = lambda: loaders.streamed_parallel_tsv(args.train)
+    if settings.train:
+        records = lambda: loaders.streamed_parallel_tsv(settings.train)
         if next(records(), None) is None:  # a missing or unreadable file fails here too, before any work
-            raise common.UsageError(f"data file {args.train!r}: expected `source<TAB>target` lines, got no example.")
-        return records, preparation.file_digest(args.train), loaders.read_parallel_tsv(args.valid)
-    if args.tfds:
-        builder, valid_split = loaders.tfds_builder(args.tfds, "translate", data_dir=args.tfds_data_dir)
-        return (lambda: loaders.tfds_pairs(builder, "train")), f"tfds {builder.info.full_name}", \
-            list(loaders.tfds_pairs(builder, valid_split))
-    train, valid = DATA[args.data]()
+            raise UsageError(f"data file {settings.train!r}: expected `source<TAB>target` lines, got no example.")
+        return records, preparation.file_digest(settings.train), loaders.read_parallel_tsv(settings.valid)
+    if settings.tfds:
+        builder, valid_split = loaders.tfds_builder(settings.tfds, "translate", data_dir=settings.tfds_data_dir)
+        return (
+            (lambda: loaders.tfds_pairs(builder, "train")),
+            f"tfds {builder.info.full_name}",
+            list(loaders.tfds_pairs(builder, valid_split)),
+        )
+    train, valid = DATA[settings.data]()
     return (lambda: iter(train)), preparation.records_digest(train), valid
 
 
-def preparation_key(args, digest):
+def preparation_key(settings, digest):
     """A digest of the training data and of every flag that shapes its prepared form."""
-    settings = {name: getattr(args, name) for name in ("vocabulary", "vocab_size", "subword_model", "separate_vocabularies",
-                                                       "lowercase", "max_length", "vocab_sample", "max_examples",
-                                                       "subword_sampling")}
-    if args.subword_sampling:
-        settings["seed"] = args.seed  # seeds the drawn splits
-    text = json.dumps({"data": digest, "format": prepared.FORMAT, "settings": settings}, sort_keys=True)
+    shaping = {
+        name: getattr(settings, name)
+        for name in (
+            "vocabulary",
+            "vocab_size",
+            "subword_model",
+            "separate_vocabularies",
+            "lowercase",
+            "max_length",
+            "vocab_sample",
+            "max_examples",
+            "subword_sampling",
+        )
+    }
+    if settings.subword_sampling:
+        shaping["seed"] = settings.seed  # seeds the drawn splits
+    text = json.dumps({"data": digest, "format": prepared.FORMAT, "settings": shaping}, sort_keys=True)
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def prepared_pairs(args):
+def prepared_pairs(settings):
     """`(prepared training pairs, vocabularies, valid pairs, key)`: the training data prepared once
     (`keras_seq.data.preparation`) and reused by a rerun, `--resume` and every process."""
-    records, digest, valid = training_records(args)
-    key = preparation_key(args, digest)
-    common.check_resumed_data(args, key)
-    folder = preparation.prepared_folder(args.prepared_dir or os.path.join(args.shared_dir, "prepared"), key)
+    records, digest, valid = training_records(settings)
+    key = preparation_key(settings, digest)
+    common.check_resumed_data(settings, key)
+    folder = preparation.prepared_folder(settings.prepared_dir or os.path.join(settings.shared_dir, "prepared"), key)
     if prepared.read_manifest(folder) is not None:
         print(f"translate: reusing the training data prepared in {folder}")
         data = prepared.Prepared(folder)
-    elif args.process_id:
+    elif settings.process_id:
         data = preparation.wait_for(folder, "translate")
     else:
         data = preparation.prepare(
-            folder, records, "translate", lambda sample: _vocabularies_of(args, sample),
-            lambda chunk, vocab, variant: encoded_chunk(args, chunk, vocab, variant), ("source", "target"),
-            lambda vocab: max(len(vocab["source"]), len(vocab["target"])), args.vocab_sample // 2, seed=0,
-            max_ratio=MAX_RATIO, max_records=args.max_examples, variants=SAMPLED_SPLITS if args.subword_sampling else 1,
+            folder,
+            records,
+            "translate",
+            lambda sample: _vocabularies_of(settings, sample),
+            lambda chunk, vocab, variant: encoded_chunk(settings, chunk, vocab, variant),
+            ("source", "target"),
+            lambda vocab: max(len(vocab["source"]), len(vocab["target"])),
+            settings.vocab_sample // 2,
+            seed=0,
+            max_ratio=MAX_RATIO,
+            max_records=settings.max_examples,
+            variants=SAMPLED_SPLITS if settings.subword_sampling else 1,
         )
     configs = data.manifest["vocabularies"]
-    made = {}  # equal configs (a joint vocabulary) give one object
-    vocab = common.vocabularies(args, lambda: {name: made.setdefault(json.dumps(config, sort_keys=True),
-                                                                     vocabulary_from_config(config))
-                                               for name, config in configs.items()})
+    by_config = {}  # equal configs (a joint vocabulary) give one object
+    vocab = common.vocabularies(
+        settings,
+        lambda: {
+            name: by_config.setdefault(json.dumps(config, sort_keys=True), vocabulary_from_config(config))
+            for name, config in configs.items()
+        },
+    )
     return data, vocab, valid, key
 
 
-def _vocabularies_of(args, sample):
-    vocab = build_vocabularies(args, sample)
+def _vocabularies_of(settings, sample):
+    vocab = build_vocabularies(settings, sample)
     return {name: vocabulary.get_config() for name, vocabulary in vocab.items()}, vocab
 
 
-def encoded_chunk(args, chunk, vocab, variant):
+def encoded_chunk(settings, chunk, vocab, variant):
     """`({column: (flat ids, lengths)}, rows kept)` of a chunk of pairs: the best split, or with
     --subword-sampling a split drawn anew for each `variant` (a drawn row past the model's
     longest keeps its best split); rows past --max-length are left out."""
     source, target = encoded(chunk, vocab)
-    keep = (source.row_lengths() <= args.max_length).numpy() & (target.row_lengths() <= args.max_length + 2).numpy()
+    keep = (source.row_lengths() <= settings.max_length).numpy() & (
+        target.row_lengths() <= settings.max_length + 2
+    ).numpy()
     columns = [source, target]
-    if args.subword_sampling:
+    if settings.subword_sampling:
         texts = [[pair[index] for pair in chunk] for index in (0, 1)]
-        longest = pipeline.bucket_edges(args.max_length + 2)[-1]
+        longest = pipeline.bucket_edges(settings.max_length + 2)[-1]
         for index, side in enumerate(("source", "target")):
-            drawn = vocab[side].sample(texts[index], args.subword_sampling, seed=args.seed * 1000 + 2 * variant + index,
-                                       add_start=index == 1, add_end=index == 1)
+            drawn = vocab[side].sample(
+                texts[index],
+                settings.subword_sampling,
+                seed=settings.seed * 1000 + 2 * variant + index,
+                add_start=index == 1,
+                add_end=index == 1,
+            )
             columns[index] = _rows_where(drawn.row_lengths() <= longest, drawn, columns[index])
-    return {name: (ids.flat_values.numpy(), ids.row_lengths().numpy()) for name, ids in zip(("source", "target"), columns)}, keep
+    return {
+        name: (ids.flat_values.numpy(), ids.row_lengths().numpy()) for name, ids in zip(("source", "target"), columns)
+    }, keep
 
 
 def _rows_where(condition, when_true, when_false):
@@ -198,21 +305,21 @@ def _rows_where(condition, when_true, when_false):
     return tf.gather(tf.concat([when_true, when_false], 0), chosen)
 
 
-def build_vocabularies(args, train_pairs):
+def build_vocabularies(settings, train_pairs):
     """`{"source": ..., "target": ...}` vocabularies built from the training pairs (one object twice when joint)."""
     sources, targets = [s for s, _ in train_pairs], [t for _, t in train_pairs]
-    if args.vocabulary != "subword":
-        build = dict(level=args.vocabulary, lowercase=args.lowercase, max_size=args.vocab_size)
+    if settings.vocabulary != "subword":
+        build = dict(level=settings.vocabulary, lowercase=settings.lowercase, max_size=settings.vocab_size)
         return {"source": text.Vocabulary.build(sources, **build), "target": text.Vocabulary.build(targets, **build)}
-    train = lambda texts: common.subword_vocabulary(args, texts, args.vocab_size, args.lowercase)
-    if args.separate_vocabularies:
+    train = lambda texts: common.subword_vocabulary(settings, texts, settings.vocab_size, settings.lowercase)
+    if settings.separate_vocabularies:
         return {"source": train(sources), "target": train(targets)}
     joint = train(sources + targets)
     return {"source": joint, "target": joint}
 
 
-def joint_vocabulary(args):
-    return args.vocabulary == "subword" and not args.separate_vocabularies
+def joint_vocabulary(settings):
+    return settings.vocabulary == "subword" and not settings.separate_vocabularies
 
 
 def encoded(pairs, vocab):
@@ -222,31 +329,44 @@ def encoded(pairs, vocab):
     return source, target
 
 
-def build_model(args, vocab, source_length, target_length):
+def build_model(settings, vocab, source_length, target_length):
     sizes = dict(source_vocabulary_size=len(vocab["source"]), target_vocabulary_size=len(vocab["target"]))
-    tied = joint_vocabulary(args)  # one joint vocabulary: three-way tied embeddings
-    if args.model == "transformer":
+    tied = joint_vocabulary(settings)  # one joint vocabulary: three-way tied embeddings
+    if settings.model == "transformer":
         return ks.models.transformer_seq2seq(
-            source_length=source_length, target_length=target_length, num_layers=args.layers,
-            hidden_dim=args.hidden_dim, num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim,
-            dropout=args.dropout,
-            tie_embeddings=tied, share_embeddings=tied, **sizes,
+            source_length=source_length,
+            target_length=target_length,
+            num_layers=settings.layers,
+            hidden_dim=settings.hidden_dim,
+            num_heads=NUM_HEADS,
+            intermediate_dim=2 * settings.hidden_dim,
+            dropout=settings.dropout,
+            tie_embeddings=tied,
+            share_embeddings=tied,
+            **sizes,
         )
-    attention = "bahdanau" if args.model == "rnn-attention" else None
+    attention = "bahdanau" if settings.model == "rnn-attention" else None
     return ks.models.rnn_seq2seq(
-        embedding_dim=args.hidden_dim, units=args.hidden_dim, cell="gru", attention=attention,
-        input_feeding=args.input_feeding, dropout=args.dropout, tie_embeddings=tied, share_embeddings=tied, **sizes,
+        embedding_dim=settings.hidden_dim,
+        units=settings.hidden_dim,
+        cell="gru",
+        attention=attention,
+        input_feeding=settings.input_feeding,
+        dropout=settings.dropout,
+        tie_embeddings=tied,
+        share_embeddings=tied,
+        **sizes,
     )
 
 
-def compile_model(model, args):
-    if args.model == "transformer":
-        optimizer = ks.optimizers.Adam(args.learning_rate, beta_2=0.98, epsilon=1e-9)
+def compile_model(model, settings):
+    if settings.model == "transformer":
+        optimizer = ks.optimizers.Adam(settings.learning_rate, beta_2=0.98, epsilon=1e-9)
     else:
-        optimizer = ks.optimizers.Adam(args.learning_rate, clipnorm=1.0)
+        optimizer = ks.optimizers.Adam(settings.learning_rate, clipnorm=1.0)
     model.compile(
         optimizer=optimizer,
-        loss=ks.losses.LabelSmoothingCrossEntropy(args.label_smoothing, ignore_index=0),
+        loss=ks.losses.LabelSmoothingCrossEntropy(settings.label_smoothing, ignore_index=0),
         metrics=[ks.metrics.MaskedAccuracy(ignore_index=0)],
     )
 
@@ -299,74 +419,142 @@ def attention_examples(model, vocab, sources, translations, count=3):
         target_ids = vocab["target"].encode([translation], add_start=True).to_tensor()
         weights = model.attention_weights({"encoder_inputs": source_ids, "decoder_inputs": target_ids})
         examples.append(
-            (keras.ops.convert_to_numpy(weights)[0], vocab["source"].split(source), ["<s>"] + vocab["target"].split(translation))
+            (
+                keras.ops.convert_to_numpy(weights)[0],
+                vocab["source"].split(source),
+                ["<s>"] + vocab["target"].split(translation),
+            )
         )
     return examples
 
 
-def run(args):
+def run(settings):
+    """Train, export and evaluate a translation model (the module's docstring); returns the metrics written."""
     started = time.monotonic()
-    if args.input_feeding and args.model != "rnn-attention":
-        raise common.UsageError(f"--input-feeding: expected --model rnn-attention, got --model {args.model}")
-    if args.export_ctranslate2 and args.model != "transformer":
-        raise common.UsageError(f"--export-ctranslate2: expected --model transformer (CTranslate2 serves Transformers), "
-                                f"got --model {args.model}")
-    if args.export_ctranslate2 and importlib.util.find_spec("ctranslate2") is None:
-        raise common.UsageError("--export-ctranslate2: expected the ctranslate2 package (pip install "
-                                "'keras-seq[ctranslate2]'), found none installed")
-    if args.subword_sampling and (args.vocabulary != "subword" or not 0 < args.subword_sampling <= 1):
-        raise common.UsageError(f"--subword-sampling: expected a number in (0, 1] with --vocabulary subword, "
-                                f"got {args.subword_sampling:g} with --vocabulary {args.vocabulary}")
-    if args.vocab_size is None:
-        args.vocab_size = SUBWORD_SIZE if args.vocabulary == "subword" else WORD_SIZE
-    data, vocab, valid_pairs, key = prepared_pairs(args)
+    check_translation_flags(settings)
+    data, vocab, valid_pairs, key = prepared_pairs(settings)
     # Batches are padded at most to the largest bucket edge: the model's lengths.
     length = pipeline.bucket_edges(data.longest)[-1]
-    print(f"translate: {data.rows:,} training pairs{_left_out(data.manifest['left_out'])}, {len(valid_pairs)} valid; "
-          f"{_sizes(args, vocab)}; training for {_budget(args)}; backend {keras.backend.backend()}")
+    print(
+        f"translate: {data.rows:,} training pairs{_left_out_note(data.manifest['left_out'])}, "
+        f"{len(valid_pairs)} valid; {_vocabulary_sizes(settings, vocab)}; training for {_budget_text(settings)}; "
+        f"backend {keras.backend.backend()}"
+    )
+    model, history, train_seconds, validation = train_model(settings, data, vocab, valid_pairs, key, length)
+    translator, export_seconds = _timed(export_model, settings, model, vocab, length)
+    sources, references = [s for s, _ in valid_pairs], [t for _, t in valid_pairs]
+    predictions, translate_seconds = _timed(translate_all, translator, sources)
+    common.write_predictions(
+        settings.output_dir, zip(sources, references, predictions), ("source", "reference", "prediction")
+    )
+    seconds = {"train_seconds": train_seconds, "export_seconds": export_seconds, "translate_seconds": translate_seconds}
+    metrics = run_metrics(
+        settings, model, vocab, sources, references, predictions, history, validation, seconds, started
+    )
+    plot_model(settings, model, vocab, sources, predictions)
+    common.write_metrics(settings.output_dir, metrics)
+    print_summary(metrics, list(zip(sources, references, predictions))[:3], settings.output_dir)
+    return metrics
+
+
+def check_translation_flags(settings):
+    """Reject flags that do not go together (an option of another model, a missing package), before any work."""
+    if settings.input_feeding and settings.model != "rnn-attention":
+        raise UsageError(f"--input-feeding: expected --model rnn-attention, got --model {settings.model}")
+    if settings.export_ctranslate2 and settings.model != "transformer":
+        raise UsageError(
+            f"--export-ctranslate2: expected --model transformer (CTranslate2 serves Transformers), "
+            f"got --model {settings.model}"
+        )
+    if settings.export_ctranslate2 and importlib.util.find_spec("ctranslate2") is None:
+        raise UsageError(
+            "--export-ctranslate2: expected the ctranslate2 package (pip install "
+            "'keras-seq[ctranslate2]'), found none installed"
+        )
+    if settings.subword_sampling and (settings.vocabulary != "subword" or not 0 < settings.subword_sampling <= 1):
+        raise UsageError(
+            f"--subword-sampling: expected a number in (0, 1] with --vocabulary subword, "
+            f"got {settings.subword_sampling:g} with --vocabulary {settings.vocabulary}"
+        )
+
+
+def train_model(settings, data, vocab, valid_pairs, key, length):
+    """`common.train` on the prepared pairs `data` (batched by a `BatchPlan`, each process reading its own rows),
+    validated by greedy BLEU on `valid_pairs`; `length`: the model's source and target length."""
     valid_source, valid_target = encoded(valid_pairs, vocab)
     valid = {"source": valid_source[:, :length], "target": valid_target[:, :length]}
     plan = batch_plan.BatchPlan(
-        data.lengths, data.rows, args.seed, data.longest, batch_size=None if args.batch_tokens else args.batch_size,
-        batch_tokens=args.batch_tokens, pad_to_edges=pipeline.pads_to_edges(), variants=data.variants,
-        parts=devices.data_parallel_parts(args),
+        data.lengths,
+        data.rows,
+        settings.seed,
+        data.longest,
+        batch_size=None if settings.batch_tokens else settings.batch_size,
+        batch_tokens=settings.batch_tokens,
+        pad_to_edges=pipeline.pads_to_edges(),
+        variants=data.variants,
+        parts=devices.data_parallel_parts(settings),
     )
-    batches = training_data.PreparedBatches(data, plan, teacher_forcing, key, args.process_id, args.num_processes)
-    valid_batches = pipeline.padded_batches(valid, args.batch_size, data.longest, teacher_forcing)
+    batches = training_data.PreparedBatches(
+        data, plan, teacher_forcing, key, settings.process_id, settings.num_processes
+    )
+    valid_batches = pipeline.padded_batches(valid, settings.batch_size, data.longest, teacher_forcing)
 
     def build_and_compile(steps_per_epoch):
-        model = build_model(args, vocab, length, length)
-        compile_model(model, args)
+        model = build_model(settings, vocab, length, length)
+        compile_model(model, settings)
         return model
 
     model_sizes = None  # what --model-parallel splits: only the Transformer
-    if args.model == "transformer":
-        model_sizes = dict(num_heads=NUM_HEADS, intermediate_dim=2 * args.hidden_dim,
-                           vocabulary_sizes=sorted({len(vocab["source"]), len(vocab["target"])}))
-    model, history, train_seconds, validation = common.train(
-        args, build_and_compile, batches, valid_batches,
-        learning_rate=(args.learning_rate, args.warmup),
-        score=validation_score(vocab, valid_pairs, args.validate_sentences, length), monitor="bleu", model_sizes=model_sizes,
+    if settings.model == "transformer":
+        model_sizes = dict(
+            num_heads=NUM_HEADS,
+            intermediate_dim=2 * settings.hidden_dim,
+            vocabulary_sizes=sorted({len(vocab["source"]), len(vocab["target"])}),
+        )
+    return common.train(
+        settings,
+        build_and_compile,
+        batches,
+        valid_batches,
+        learning_rate=(settings.learning_rate, settings.warmup),
+        score=validation_score(vocab, valid_pairs, settings.validate_sentences, length),
+        monitor="bleu",
+        model_sizes=model_sizes,
     )
-    exported = time.monotonic()
+
+
+def export_model(settings, model, vocab, length):
+    """The run's model exported as a string-in SavedModel with beam search (loaded back: the translator),
+    and with --export-ctranslate2 also as a CTranslate2 model."""
     translator = common.export_and_load(
-        args, "translate", vocab, source_length=length, max_length=length, num_beams=args.num_beams,
-        length_penalty=args.length_penalty, early_stopping=args.early_stopping,
+        settings,
+        "translate",
+        vocab,
+        source_length=length,
+        max_length=length,
+        num_beams=settings.num_beams,
+        length_penalty=settings.length_penalty,
+        early_stopping=settings.early_stopping,
     )
-    if args.export_ctranslate2:
+    if settings.export_ctranslate2:
         from keras_seq.ctranslate2 import export_ctranslate2
 
-        export_ctranslate2(model, vocab["source"], vocab["target"], os.path.join(args.output_dir, "ctranslate2"))
-    export_seconds = time.monotonic() - exported
-    sources = [s for s, _ in valid_pairs]
-    references = [t for _, t in valid_pairs]
-    translated = time.monotonic()
-    predictions = translate_all(translator, sources)
-    translate_seconds = time.monotonic() - translated
-    common.write_predictions(args.output_dir, zip(sources, references, predictions), ("source", "reference", "prediction"))
+        export_ctranslate2(model, vocab["source"], vocab["target"], os.path.join(settings.output_dir, "ctranslate2"))
+    return translator
 
+
+def _timed(function, *arguments):
+    """`(function(*arguments), seconds it took)`."""
+    begun = time.monotonic()
+    result = function(*arguments)
+    return result, time.monotonic() - begun
+
+
+def run_metrics(settings, model, vocab, sources, references, predictions, history, validation, seconds, started):
+    """metrics.json's figures: the valid translations' scores, the training's last validation, the time
+    of each stage (`seconds`, rounded here) and since the run `started`, and the run's settings."""
     rate, with_tokens = copy_rate(sources, predictions)
-    metrics = {
+    return {
         **scores(predictions, references),
         "exact_match": float(np.mean([p == r for p, r in zip(predictions, references)])),
         "copy_rate": rate,
@@ -376,50 +564,66 @@ def run(args):
         "best_validation_bleu": validation.best,
         "weights": validation.chosen,
         "epochs": len(history.get("loss", [])),
-        "train_seconds": round(train_seconds, 1),
-        "export_seconds": round(export_seconds, 1),
-        "translate_seconds": round(translate_seconds, 1),
+        **{name: round(value, 1) for name, value in seconds.items()},
         "total_seconds": round(time.monotonic() - started, 1),
-        "model": args.model,
-        "vocabulary": args.vocabulary if args.vocabulary != "subword" else f"subword ({args.subword_model}, "
-                      f"{'separate' if args.separate_vocabularies else 'joint'})",
-        "subword_sampling": args.subword_sampling,
+        "model": settings.model,
+        "vocabulary": settings.vocabulary
+        if settings.vocabulary != "subword"
+        else f"subword ({settings.subword_model}, {'separate' if settings.separate_vocabularies else 'joint'})",
+        "subword_sampling": settings.subword_sampling,
         "vocabulary_size": len(vocab["target"]),
         "input_feeding": bool(model.get_config().get("input_feeding", False)),  # the checkpoint's, on --resume
         "backend": keras.backend.backend(),
-        "valid_examples": len(valid_pairs),
+        "valid_examples": len(sources),
     }
-    if args.model != "rnn":  # the plain encoder-decoder has no attention to show
-        title = "Bahdanau attention" if args.model == "rnn-attention" else "last decoder block's cross-attention, mean over heads"
+
+
+def plot_model(settings, model, vocab, sources, predictions):
+    """attention.png (a few translations' attention; the plain RNN has none) and sinusoidal_encoding.png."""
+    if settings.model != "rnn":
+        title = (
+            "Bahdanau attention"
+            if settings.model == "rnn-attention"
+            else "last decoder block's cross-attention, mean over heads"
+        )
         examples = attention_examples(model, vocab, sources, predictions)
-        common.plot_attention(examples, os.path.join(args.output_dir, "attention.png"), f"{args.model}: {title}")
-    common.plot_sinusoidal_encoding(os.path.join(args.output_dir, "sinusoidal_encoding.png"))
-    common.write_metrics(args.output_dir, metrics)
-    print_summary(metrics, list(zip(sources, references, predictions))[:3], args.output_dir)
-    return metrics
+        common.plot_attention(
+            examples, os.path.join(settings.output_dir, "attention.png"), f"{settings.model}: {title}"
+        )
+    common.plot_sinusoidal_encoding(os.path.join(settings.output_dir, "sinusoidal_encoding.png"))
 
 
-def _left_out(counts):
-    said = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in counts.items() if count)
-    return f" ({said} left out)" if said else ""
+def _left_out_note(counts):
+    """` (N reason, ... left out)` of the preparation's counts of pairs left out, or "" when none was."""
+    reasons = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in counts.items() if count)
+    return f" ({reasons} left out)" if reasons else ""
 
 
-def _sizes(args, vocab):
+def _vocabulary_sizes(settings, vocab):
     if vocab["source"] is vocab["target"]:
-        return f"one joint {args.vocabulary} vocabulary of {len(vocab['source'])}"
-    return f"{args.vocabulary} vocabularies {len(vocab['source'])} / {len(vocab['target'])}"
+        return f"one joint {settings.vocabulary} vocabulary of {len(vocab['source'])}"
+    return f"{settings.vocabulary} vocabularies {len(vocab['source'])} / {len(vocab['target'])}"
 
 
-def _budget(args):
-    return " and ".join(f for f in (args.epochs and f"{args.epochs} epochs", args.max_steps and f"{args.max_steps} steps",
-                                    args.max_seconds and f"{args.max_seconds:g} s") if f)
+def _budget_text(settings):
+    return " and ".join(
+        f
+        for f in (
+            settings.epochs and f"{settings.epochs} epochs",
+            settings.max_steps and f"{settings.max_steps} steps",
+            settings.max_seconds and f"{settings.max_seconds:g} s",
+        )
+        if f
+    )
 
 
 def translate_all(translator, sources, batch_size=256):
     """The exported translator's outputs for `sources`, in batches."""
     predictions = []
     for start in range(0, len(sources), batch_size):
-        predictions += [p.decode("utf-8") for p in translator.translate(tf.constant(sources[start : start + batch_size])).numpy()]
+        predictions += [
+            p.decode("utf-8") for p in translator.translate(tf.constant(sources[start : start + batch_size])).numpy()
+        ]
     return predictions
 
 
@@ -430,9 +634,11 @@ def print_summary(metrics, examples, output_dir):
     rate = metrics["copy_rate"]
     copied = "no placeholders to copy" if rate is None else f"copy rate {rate:.2f} of {metrics['copy_rate_sentences']}"
     print(
-        f"translate: valid BLEU {metrics['bleu']:.1f} (lowercased {metrics['bleu_lowercase']:.1f}), chrF {metrics['chrf']:.1f}, "
+        f"translate: valid BLEU {metrics['bleu']:.1f} (lowercased {metrics['bleu_lowercase']:.1f}), "
+        f"chrF {metrics['chrf']:.1f}, "
         f"exact match {metrics['exact_match']:.3f}, {copied}; trained {metrics['train_seconds']:.0f} s, "
-        f"exported {metrics['export_seconds']:.0f} s, translated {metrics['translate_seconds']:.0f} s; outputs in {output_dir}"
+        f"exported {metrics['export_seconds']:.0f} s, translated {metrics['translate_seconds']:.0f} s; "
+        f"outputs in {output_dir}"
     )
 
 

@@ -26,7 +26,9 @@ LENGTHS = [10, 7, 3, 9, 1, 5, 8, 2]  # source lengths of the test batch
 
 @pytest.fixture
 def ctranslate2():
-    return pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed (pip install 'keras-seq[ctranslate2]')")
+    return pytest.importorskip(
+        "ctranslate2", reason="ctranslate2 is not installed (pip install 'keras-seq[ctranslate2]')"
+    )
 
 
 def drawn_weights(model, seed=0, kernel_scale=3.0, embedding_scale=0.5, end_bias=0.0):
@@ -74,8 +76,14 @@ def subword_vocabulary():
     """A small SentencePiece vocabulary (no byte fallback, so it can be small)."""
     from keras_seq.data.subword import SubwordVocabulary
 
-    texts = ["the file cannot be opened", "open the settings", "le fichier ne peut pas être ouvert",
-             "ouvrir les paramètres", "save the file as", "enregistrer le fichier sous"] * 4
+    texts = [
+        "the file cannot be opened",
+        "open the settings",
+        "le fichier ne peut pas être ouvert",
+        "ouvrir les paramètres",
+        "save the file as",
+        "enregistrer le fichier sous",
+    ] * 4
     return SubwordVocabulary.train(texts, 60, byte_fallback=False)
 
 
@@ -85,15 +93,20 @@ def subword_vocabulary():
 # best logits on the decoded paths is 0.008 to 0.02; float32 rounding moves logits by ~1e-6).
 VARIANTS = {
     "prenorm_sinusoidal_shared_tied_subword": (
-        dict(share_embeddings=True, tie_embeddings=True), dict(seed=2, kernel_scale=3.0, embedding_scale=1.0, end_bias=1.0),
-        lambda: [subword_vocabulary()] * 2),
+        dict(share_embeddings=True, tie_embeddings=True),
+        dict(seed=2, kernel_scale=3.0, embedding_scale=1.0, end_bias=1.0),
+        lambda: [subword_vocabulary()] * 2,
+    ),
     "postnorm_sinusoidal_tied_word": (
         dict(norm_first=False, tie_embeddings=True, source_length=12),
         dict(seed=1, kernel_scale=0.7, embedding_scale=1.0, end_bias=1.0),
-        lambda: (text.Vocabulary(word_tokens(44)[4:]), word_tokens(52, pad="<blank>"))),
+        lambda: (text.Vocabulary(word_tokens(44)[4:]), word_tokens(52, pad="<blank>")),
+    ),
     "prenorm_learned_untied_word": (
-        dict(positional="learned"), dict(seed=0, kernel_scale=2.0, embedding_scale=1.0),
-        lambda: (word_tokens(48), word_tokens(40))),
+        dict(positional="learned"),
+        dict(seed=0, kernel_scale=2.0, embedding_scale=1.0),
+        lambda: (word_tokens(48), word_tokens(40)),
+    ),
 }
 
 
@@ -101,10 +114,19 @@ def built(variant):
     """`(model, source vocabulary, target vocabulary)` of a variant, the model's weights drawn."""
     arguments, weights, vocabularies = VARIANTS[variant]
     source_vocabulary, target_vocabulary = vocabularies()
-    options = dict(source_length=16, target_length=16, num_layers=2, hidden_dim=32, num_heads=4, intermediate_dim=48,
-                   dropout=0.1, positional="sinusoidal")
+    options = dict(
+        source_length=16,
+        target_length=16,
+        num_layers=2,
+        hidden_dim=32,
+        num_heads=4,
+        intermediate_dim=48,
+        dropout=0.1,
+        positional="sinusoidal",
+    )
     model = ks.models.transformer_seq2seq(
-        len(tokens_of(source_vocabulary)), len(tokens_of(target_vocabulary)), **{**options, **arguments})
+        len(tokens_of(source_vocabulary)), len(tokens_of(target_vocabulary)), **{**options, **arguments}
+    )
     return drawn_weights(model, **weights), source_vocabulary, target_vocabulary
 
 
@@ -131,8 +153,12 @@ def test_converted_model_translates_and_scores_as_the_model(ctranslate2, tmp_pat
 
     translator = ctranslate2.Translator(path, intra_threads=1)
     results = translator.translate_batch(
-        as_tokens(source, source_tokens), beam_size=1, max_decoding_length=max_length - 1, min_decoding_length=0,
-        return_end_token=True, suppress_sequences=[[target_tokens[0]]],
+        as_tokens(source, source_tokens),
+        beam_size=1,
+        max_decoding_length=max_length - 1,
+        min_decoding_length=0,
+        return_end_token=True,
+        suppress_sequences=[[target_tokens[0]]],
     )
     for row, result in zip(expected, results):
         ids = [target_tokens.index(token) for token in result.hypotheses[0]]
@@ -159,11 +185,14 @@ def test_converted_model_translates_and_scores_as_the_model(ctranslate2, tmp_pat
 def test_int8_quantization_writes_a_smaller_model_that_translates(ctranslate2, tmp_path):
     model, source_vocabulary, target_vocabulary = built("prenorm_learned_untied_word")
     float_path = converter.export_ctranslate2(model, source_vocabulary, target_vocabulary, str(tmp_path / "float32"))
-    int8_path = converter.export_ctranslate2(model, source_vocabulary, target_vocabulary, str(tmp_path / "int8"), quantization="int8")
+    int8_path = converter.export_ctranslate2(
+        model, source_vocabulary, target_vocabulary, str(tmp_path / "int8"), quantization="int8"
+    )
     size = lambda path: os.path.getsize(os.path.join(path, "model.bin"))
     assert size(int8_path) < 0.6 * size(float_path)
     results = ctranslate2.Translator(int8_path, intra_threads=1).translate_batch(
-        as_tokens(source_ids(48), word_tokens(48)), beam_size=1, max_decoding_length=15)
+        as_tokens(source_ids(48), word_tokens(48)), beam_size=1, max_decoding_length=15
+    )
     assert all(set(r.hypotheses[0]) <= set(word_tokens(40)) for r in results)
 
 
@@ -179,10 +208,12 @@ def test_a_new_conversion_replaces_the_folder(ctranslate2, tmp_path):
 
 def bad_cases():
     """(name, change(model, source tokens, target tokens) -> export arguments, what the message names)."""
+
     def block_attribute(name, value):
         def change(model, source, target):
             setattr(model.decoder_blocks[1], name, value)
             return model, source, target
+
         return change
 
     def norm_epsilon(model, source, target):
@@ -194,16 +225,27 @@ def bad_cases():
         return model, source, target
 
     return {
-        "not_seq2seq": (lambda m, s, t: (ks.models.transformer_lm(20, 8, num_layers=1, hidden_dim=16, num_heads=2), s, t),
-                        "`model` expected a keras_seq TransformerSeq2Seq, got TransformerLM"),
-        "activation": (block_attribute("activation", keras.activations.elu), "one feed-forward activation in every block"),
+        "not_seq2seq": (
+            lambda m, s, t: (ks.models.transformer_lm(20, 8, num_layers=1, hidden_dim=16, num_heads=2), s, t),
+            "`model` expected a keras_seq TransformerSeq2Seq, got TransformerLM",
+        ),
+        "activation": (
+            block_attribute("activation", keras.activations.elu),
+            "one feed-forward activation in every block",
+        ),
         "mixed_norms": (block_attribute("norm_first", False), "one norm_first in every block"),
         "epsilon": (norm_epsilon, "one layer-norm epsilon (1e-05"),
         "rms_norm": (rms_norm, "without rms_scaling"),
-        "source_size": (lambda m, s, t: (m, s[:-1], t), "`source_vocabulary` expected 48 tokens (the model's vocabulary size), got 47"),
+        "source_size": (
+            lambda m, s, t: (m, s[:-1], t),
+            "`source_vocabulary` expected 48 tokens (the model's vocabulary size), got 47",
+        ),
         "repeated": (lambda m, s, t: (m, s, t[:-1] + ["w4"]), "distinct tokens"),
         "unknown": (lambda m, s, t: (m, s, t[:3] + ["<oov>"] + t[4:]), "the unknown token of source_vocabulary"),
-        "not_tokens": (lambda m, s, t: (m, 48, t), "`source_vocabulary` expected a keras_seq vocabulary or a list of token strings"),
+        "not_tokens": (
+            lambda m, s, t: (m, 48, t),
+            "`source_vocabulary` expected a keras_seq vocabulary or a list of token strings",
+        ),
         "quantization": (lambda m, s, t: (m, s, t), "`quantization` expected None or one of"),
     }
 
@@ -214,7 +256,9 @@ def test_inputs_ctranslate2_cannot_take_raise_value_error(ctranslate2, tmp_path,
     model, _, _ = built("prenorm_learned_untied_word")
     arguments = change(model, word_tokens(48), word_tokens(40))
     with pytest.raises(ValueError, match="^export_ctranslate2: ") as raised:
-        converter.export_ctranslate2(*arguments, str(tmp_path / "ct2"), quantization="int4" if case == "quantization" else None)
+        converter.export_ctranslate2(
+            *arguments, str(tmp_path / "ct2"), quantization="int4" if case == "quantization" else None
+        )
     assert message in str(raised.value)
     assert not os.path.exists(tmp_path / "ct2")
 
@@ -222,7 +266,10 @@ def test_inputs_ctranslate2_cannot_take_raise_value_error(ctranslate2, tmp_path,
 def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
     model, source_vocabulary, target_vocabulary = built("prenorm_learned_untied_word")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # `import ctranslate2` then raises ImportError
-    with pytest.raises(ImportError, match=r"export_ctranslate2: needs the ctranslate2 package \(pip install 'keras-seq\[ctranslate2\]'\)"):
+    with pytest.raises(
+        ImportError,
+        match=r"export_ctranslate2: needs the ctranslate2 package \(pip install 'keras-seq\[ctranslate2\]'\)",
+    ):
         converter.export_ctranslate2(model, source_vocabulary, target_vocabulary, str(tmp_path / "ct2"))
 
 

@@ -10,34 +10,33 @@ from test_random import numpy_uniform
 
 import keras_seq as ks
 from keras_seq import decoding
+from keras_seq.decoding_contract import Decodable
 
 START, END, A, B = 1, 2, 3, 4
 
 
-class MarkovChain:
-    """A hand-built decoder: the next-token distribution depends only on the last token."""
+class MarkovChain(Decodable):
+    """A hand-built decoder, not a Keras model: the next-token distribution depends only on the last token.
+
+    It implements the contract's required members alone (the defaults do the rest).
+    """
 
     def __init__(self, transitions):
         transitions = np.asarray(transitions, "float64")
         transitions[:, 0] = 0.0  # id 0 is padding, never generated
         transitions /= transitions.sum(1, keepdims=True)
         self.log_table = np.log(transitions + 1e-12).astype("float32")
-        self.decoding_vocabulary_size = self.input_vocabulary_size = self.log_table.shape[0]
         self._compiled_decoders = {}
         self.variables = []
-        self._inputs_are_prompts, self._length_limits = True, (None, None)
 
-    @staticmethod
-    def _input_ids(inputs):
-        return inputs
+    @property
+    def decoding_vocabulary_size(self):
+        return self.log_table.shape[0]
 
-    def _decoding_start(self, prompt, max_length, start_id, copies):
-        prompt = ops.repeat(prompt, copies, axis=0)
-        batch, prompt_length = prompt.shape
-        ids = ops.pad(prompt, ((0, 0), (0, max_length - prompt_length)))
-        return ids, prompt_length, ops.zeros((batch, 1)), None
+    def start_decoding(self, prompt, max_length, copies):
+        return ops.zeros((prompt.shape[0] * copies, 1)), None
 
-    def _decoding_step(self, ids, cache, index, context):
+    def decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
         return ops.take(ops.convert_to_tensor(self.log_table), ids, axis=0), cache
 
 
@@ -87,10 +86,14 @@ def test_length_penalty_changes_the_choice_as_the_gnmt_formula_says():
     # Short: START END, log-prob -1.0, 1 token. Long: START A B END, log-prob -1.2, 3 tokens.
     step = math.exp(-(1.2 + math.log(0.6)) / 2)
     model = chain({START: {END: math.exp(-1.0), A: 0.6}, A: {B: step}, B: {END: step}}, vocabulary_size=6)
-    short = run(model, [[START]], 5, strategy="beam", num_beams=3, end_id=END, length_penalty=0.0, num_return_sequences=2)
+    short = run(
+        model, [[START]], 5, strategy="beam", num_beams=3, end_id=END, length_penalty=0.0, num_return_sequences=2
+    )
     assert list(short[0][0, 0]) == [START, END, 0, 0, 0]
     np.testing.assert_allclose(short[1][0, 0], -1.0, atol=1e-4)
-    ids, scores = run(model, [[START]], 5, strategy="beam", num_beams=3, end_id=END, length_penalty=1.0, num_return_sequences=2)
+    ids, scores = run(
+        model, [[START]], 5, strategy="beam", num_beams=3, end_id=END, length_penalty=1.0, num_return_sequences=2
+    )
     assert list(ids[0, 0]) == [START, A, B, END, 0]
     np.testing.assert_allclose(scores[0], [-1.2 / ((5 + 3) / 6), -1.0 / ((5 + 1) / 6)], atol=1e-4)
 
@@ -140,8 +143,8 @@ def test_beam_search_stops_once_no_unfinished_beam_can_overtake_and_early_stoppi
     # log 0.2 = -1.61, over the largest penalty (15/6)^0.6 = 1.73: -0.93. The search stops there.
     model = chain({START: {END: 0.7, A: 0.2, B: 0.1}, A: {A: 0.5, B: 0.5}, B: {A: 0.5, B: 0.5}})
     steps = []
-    step = model._decoding_step
-    model._decoding_step = lambda *args: (steps.append(1), step(*args))[1]
+    step = model.decoding_step
+    model.decoding_step = lambda *args, **kwargs: (steps.append(1), step(*args, **kwargs))[1]
     settings = dict(strategy="beam", num_beams=3, end_id=END, max_length=10)
     ids = decoding.generate(model, np.asarray([[START]], "int32"), **settings)
     assert list(to_numpy(ids)[0]) == [START, END] + [0] * 8
@@ -185,7 +188,10 @@ def test_beam_search_stopping_early_keeps_the_full_search_result(alpha):
     model = MarkovChain(table)
     prompts = [[1], [3], [4], [5], [6]]
     settings = dict(strategy="beam", num_beams=3, end_id=END, length_penalty=alpha)
-    ids, scores = (to_numpy(x) for x in decoding.decode(model, ops.convert_to_tensor(np.asarray(prompts, "int32")), 0, 9, **settings))
+    ids, scores = (
+        to_numpy(x)
+        for x in decoding.decode(model, ops.convert_to_tensor(np.asarray(prompts, "int32")), 0, 9, **settings)
+    )
     for prompt, row, score in zip(prompts, ids[:, 0], scores[:, 0]):
         best, log_prob, length, _ = numpy_beam_search(model.log_table, prompt, 9, 3, END, alpha)
         assert list(row) == best
@@ -203,8 +209,18 @@ def small_transformer_seq2seq(tied=False):
     """Random weights over 8 ids, the end id favoured so that its beams end at different steps; it reads its cache
     through `cache_rows` (and with `tied`, shares one table between its embeddings and output layer)."""
     keras.utils.set_random_seed(4)
-    model = ks.models.transformer_seq2seq(8, 8, 6, 12, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=8,
-                                          tie_embeddings=tied, share_embeddings=tied)
+    model = ks.models.transformer_seq2seq(
+        8,
+        8,
+        6,
+        12,
+        num_layers=1,
+        hidden_dim=8,
+        num_heads=2,
+        intermediate_dim=8,
+        tie_embeddings=tied,
+        share_embeddings=tied,
+    )
     model({"encoder_inputs": np.ones((1, 6), "int32"), "decoder_inputs": np.ones((1, 12), "int32")})
     model.head.variables[-1].assign(np.where(np.arange(8) == END, 0.3, 0.0))
     return model
@@ -224,8 +240,14 @@ def tied_transformer_seq2seq_ending_at_different_steps():
 
 
 @pytest.mark.parametrize("strategy", ["beam", "greedy"])
-@pytest.mark.parametrize("build", [markov_chain_ending_at_different_steps, transformer_seq2seq_ending_at_different_steps,
-                                   tied_transformer_seq2seq_ending_at_different_steps])
+@pytest.mark.parametrize(
+    "build",
+    [
+        markov_chain_ending_at_different_steps,
+        transformer_seq2seq_ending_at_different_steps,
+        tied_transformer_seq2seq_ending_at_different_steps,
+    ],
+)
 def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy, build):
     """search_steps a few positions at a time, over a cache cut to the positions reached, keeping only the unfinished
     groups (as the export does) in reversed order (their cache rows move), writes the ids and scores of one decode
@@ -249,9 +271,13 @@ def test_dropping_the_ended_rows_between_steps_gives_the_decoding(strategy, buil
         assert np.all(to_numpy(state["groups"]["done"]).all(1)[order[unfinished:]])
         kept = order[: max(int(unfinished), 1)][::-1]
         state, origin = decoding.take_groups(state, ops.convert_to_tensor(kept)), origin[kept]
-    ended = {"rows": {"ids": ops.convert_to_tensor(np.concatenate([ids[s] for s in range(6)]))},
-             "groups": {"scores": ops.convert_to_tensor(np.stack([scores[s] for s in range(6)])),
-                        "lengths": ops.convert_to_tensor(np.stack([lengths[s] for s in range(6)]).astype("int32"))}}
+    ended = {
+        "rows": {"ids": ops.convert_to_tensor(np.concatenate([ids[s] for s in range(6)]))},
+        "groups": {
+            "scores": ops.convert_to_tensor(np.stack([scores[s] for s in range(6)])),
+            "lengths": ops.convert_to_tensor(np.stack([lengths[s] for s in range(6)]).astype("int32")),
+        },
+    }
     result_ids, result_scores = (to_numpy(x) for x in decoding.search_result(ended, **settings))
     np.testing.assert_array_equal(result_ids, expected_ids)
     np.testing.assert_allclose(result_scores, expected_scores, atol=1e-5)
@@ -276,7 +302,8 @@ def test_a_tied_output_layer_reads_its_table_transposed_once_per_decoding(tied, 
     np.testing.assert_array_equal(to_numpy(state["weights"]["kernel"]), table.T)
     zero_kernel = {"kernel": ops.zeros_like(state["weights"]["kernel"])}  # the step reads the kernel it is given
     ids = ops.convert_to_tensor(np.full((9, 1), START, "int32"))
-    logits, _ = model._decoding_step(ids, state["rows"]["cache"], 0, fixed[0], state["rows"]["cache_rows"], 3, zero_kernel)
+    rows = state["rows"]
+    logits, _ = model.decoding_step(ids, rows["cache"], 0, fixed[0], rows["cache_rows"], 3, zero_kernel)
     np.testing.assert_allclose(to_numpy(logits)[:, 0], np.broadcast_to(to_numpy(model.head.bias), (9, 8)), atol=1e-6)
     decoded_as_when_transposing_at_every_step(model, inputs, 12, settings, monkeypatch)
 
@@ -284,7 +311,7 @@ def test_a_tied_output_layer_reads_its_table_transposed_once_per_decoding(tied, 
 def decoded_as_when_transposing_at_every_step(model, inputs, max_length, settings, monkeypatch):
     """`decode`'s ids (checked equal, scores close, to those of the model without step weights), as NumPy."""
     decoded = [to_numpy(x) for x in decoding.decode(model, inputs, 0, max_length, **settings)]
-    monkeypatch.setattr(type(model), "_decoding_weights", lambda self: None)
+    monkeypatch.setattr(type(model), "decoding_step_weights", lambda self: None)
     assert "weights" not in decoding.search_start(model, inputs, 0, max_length, **settings)
     transposing = [to_numpy(x) for x in decoding.decode(model, inputs, 0, max_length, **settings)]
     np.testing.assert_array_equal(decoded[0], transposing[0])
@@ -297,8 +324,17 @@ def test_a_tied_rnn_seq2seq_reads_its_table_transposed_once_per_decoding(attenti
     """The attentional GRU's tied head (the translate recipe's default model) takes the state's `E^T` as its kernel
     too: a zero kernel gives the bias, and the decoding equals one whose head transposes `E` at every step."""
     keras.utils.set_random_seed(6)
-    model = ks.models.rnn_seq2seq(9, 9, embedding_dim=8, units=8, cell="gru", attention=attention,
-                                  input_feeding=input_feeding, tie_embeddings=True, share_embeddings=True)
+    model = ks.models.rnn_seq2seq(
+        9,
+        9,
+        embedding_dim=8,
+        units=8,
+        cell="gru",
+        attention=attention,
+        input_feeding=input_feeding,
+        tie_embeddings=True,
+        share_embeddings=True,
+    )
     model({"encoder_inputs": np.ones((1, 5), "int32"), "decoder_inputs": np.ones((1, 10), "int32")})
     rng = np.random.default_rng(4)  # the same weights on every backend, the end id held back
     model.set_weights([rng.normal(0.0, 0.5, np.shape(w)) for w in model.get_weights()])
@@ -310,18 +346,67 @@ def test_a_tied_rnn_seq2seq_reads_its_table_transposed_once_per_decoding(attenti
     context = decoding.split_context(state)[1][0]
     ids = ops.convert_to_tensor(np.full((6, 1), START, "int32"))
     zero_kernel = {"kernel": ops.zeros_like(state["weights"]["kernel"])}
-    logits, _ = model._decoding_step(ids, state["rows"]["cache"], 0, context, weights=zero_kernel)
+    logits, _ = model.decoding_step(ids, state["rows"]["cache"], 0, context, weights=zero_kernel)
     np.testing.assert_allclose(to_numpy(logits)[:, 0], np.broadcast_to(to_numpy(model.head.bias), (6, 9)), atol=1e-6)
     ids = decoded_as_when_transposing_at_every_step(model, inputs, 10, settings, monkeypatch)
     if attention:  # the sources decode differently (without attention these weights forget them)
         assert len({tuple(row) for row in ids[:, 0]}) > 1
 
 
+class StepOnly(Decodable):
+    """Inherits the decoding contract but defines its step alone."""
+
+    def decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
+        return ids, cache
+
+
+class DuckTyped:
+    """The members of a decoder without the contract's class: it does not inherit `Decodable`."""
+
+    decoding_vocabulary_size = 6
+
+    def decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
+        return ids, cache
+
+
+def test_a_model_without_the_decoding_contract_fails_naming_what_it_lacks():
+    prompt = np.asarray([[START]], "int32")
+    lacking = r"StepOnly, which does not define decoding_vocabulary_size, start_decoding\."
+    with pytest.raises(ValueError, match=r"StepOnly.generate: .*" + lacking):
+        decoding.generate(StepOnly(), prompt, 4)
+    with pytest.raises(ValueError, match=r"decode: .*" + lacking):
+        decoding.decode(StepOnly(), ops.convert_to_tensor(prompt), 0, 4)
+    with pytest.raises(ValueError, match=r"greedy_ragged_prompts: .*does not define decoding_vocabulary_size"):
+        decoding.greedy_ragged_prompts(StepOnly(), ops.convert_to_tensor(prompt), ops.convert_to_tensor([1]))
+    with pytest.raises(
+        ValueError,
+        match=r"DuckTyped.generate: .*inherits keras_seq.models.Decodable.*does not inherit "
+        r"it and lacks .*start_decoding",
+    ):
+        decoding.generate(DuckTyped(), prompt, 4)
+    with pytest.raises(ValueError, match=r"step_weights: .*does not inherit it and lacks"):
+        decoding.step_weights(object())
+    assert isinstance(ks.models.rnn_lm(9, embedding_dim=8, units=8), ks.models.Decodable)
+
+
+def test_the_contract_defaults_fit_a_language_model_whose_whole_cache_follows_its_rows():
+    model = chain({})
+    assert model.input_vocabulary_size == model.decoding_vocabulary_size == 6
+    assert model.decoding_length_limits == (None, None) and model._inputs_are_prompts
+    assert model.decoding_step_weights() is None and model.decoding_input_ids("ids") == "ids"
+    assert not model.decoding_shares_context and not model.decoding_reads_cache_rows
+    assert model.decoding_cache_time_axis is None
+    cache = {"a": ops.convert_to_tensor(np.arange(6).reshape(3, 2)), "b": (ops.convert_to_tensor([5, 6, 7]),)}
+    reordered = model.reorder_cache(cache, ops.convert_to_tensor([2, 2, 0], "int32"))
+    np.testing.assert_array_equal(to_numpy(reordered["a"]), [[4, 5], [4, 5], [0, 1]])
+    np.testing.assert_array_equal(to_numpy(reordered["b"][0]), [7, 7, 5])
+
+
 def test_an_untied_or_headless_model_has_no_step_weights():
     untied = ks.models.rnn_seq2seq(9, 9, embedding_dim=8, units=8, cell="gru")
     assert decoding.step_weights(untied) is None
     assert decoding.step_weights(ks.models.rnn_lm(9, embedding_dim=8, units=8)) is None
-    assert decoding.step_weights(markov_chain_ending_at_different_steps()) is None  # no `_decoding_weights` at all
+    assert decoding.step_weights(markov_chain_ending_at_different_steps()) is None  # the contract's default
 
 
 def test_cache_windows_double_from_16_and_end_at_max_length():
@@ -447,15 +532,29 @@ def test_top_k_past_the_vocabulary_keeps_every_id_and_numpy_scalars_are_accepted
     sampled = run(model, prompt, 5, strategy="sample", seed=4)
     np.testing.assert_array_equal(run(model, prompt, 5, strategy="top_k", seed=4), sampled)  # default k=50 > V=6
     np.testing.assert_array_equal(run(model, prompt, 5, strategy="top_k", k=6, seed=4), sampled)
-    traced_use = [decoding.decode(model, ops.convert_to_tensor(prompt), 4, 5, **kw)[0] for kw in (
-        dict(strategy="top_k", k=50), dict(strategy="sample"))]  # `decode` unchecked, as inside an export
+    traced_use = [
+        decoding.decode(model, ops.convert_to_tensor(prompt), 4, 5, **kw)[0]
+        for kw in (dict(strategy="top_k", k=50), dict(strategy="sample"))
+    ]  # `decode` unchecked, as inside an export
     np.testing.assert_array_equal(*map(to_numpy, traced_use))
     numpy_scalars = dict(
-        strategy="top_p", p=np.float32(0.6), temperature=np.float64(1.0), k=np.int64(3), seed=np.int32(4),
-        end_id=np.int64(5), min_length=np.int64(2), num_return_sequences=np.int64(2),
+        strategy="top_p",
+        p=np.float32(0.6),
+        temperature=np.float64(1.0),
+        k=np.int64(3),
+        seed=np.int32(4),
+        end_id=np.int64(5),
+        min_length=np.int64(2),
+        num_return_sequences=np.int64(2),
     )
     python_scalars = dict(
-        strategy="top_p", p=float(np.float32(0.6)), temperature=1.0, k=3, seed=4, end_id=5, min_length=2,
+        strategy="top_p",
+        p=float(np.float32(0.6)),
+        temperature=1.0,
+        k=3,
+        seed=4,
+        end_id=5,
+        min_length=2,
         num_return_sequences=2,
     )
     for expected, got in zip(run(model, prompt, 5, **python_scalars), run(model, prompt, 5, **numpy_scalars)):
@@ -525,7 +624,10 @@ def test_bad_arguments_raise_value_errors():
         (dict(max_length=6, end_id=20), r"end_id.*\[0, 20\)"),
         (dict(max_length=6, min_length=7), r"min_length.*\[0, max_length=6\]"),
         (dict(max_length=6, strategy="nucleus"), r"strategy.*'greedy'"),
-        (dict(max_length=6, strategy="beam", num_beams=2, num_return_sequences=3), r"num_return_sequences.*num_beams=2"),
+        (
+            dict(max_length=6, strategy="beam", num_beams=2, num_return_sequences=3),
+            r"num_return_sequences.*num_beams=2",
+        ),
         (dict(max_length=6, start_id=0), r"start_id.*\[1, 20\)"),
         (dict(max_length=6, start_id=20), r"start_id.*\[1, 20\)"),
         (dict(max_length=6, strategy="sample", seed=2**31), r"seed.*int32.*\[-2\*\*31, 2\*\*31\)"),
@@ -603,7 +705,9 @@ def test_best_continuations_equal_numpy_over_every_candidate(vocabulary, beams):
     candidates = (scores[..., None] + np.where(done[..., None], pad_only, log_probs)).reshape(batch, -1)
     expected_index = np.argsort(-candidates, axis=1, kind="stable")[:, :beams]
 
-    values, index = (to_numpy(t) for t in decoding._best_continuations(*map(ops.convert_to_tensor, (logits, scores, done)), beams))
+    values, index = (
+        to_numpy(t) for t in decoding._best_continuations(*map(ops.convert_to_tensor, (logits, scores, done)), beams)
+    )
     np.testing.assert_allclose(values, np.take_along_axis(candidates, expected_index, axis=1), rtol=1e-6, atol=1e-4)
     np.testing.assert_allclose(np.take_along_axis(candidates, index, axis=1), values, rtol=1e-6, atol=1e-4)
     if keras.backend.backend() != "torch":  # torch.topk orders ties as it likes
@@ -613,14 +717,14 @@ def test_best_continuations_equal_numpy_over_every_candidate(vocabulary, beams):
 
 @pytest.mark.parametrize("index_kind", ["int", "tensor"])
 def test_slice_update_writes_a_copy_as_keras_ops_does(rng, index_kind):
-    """`_backend.slice_update` against NumPy, its input left as it was (torch writes through slices, not Keras' op)."""
-    from keras_seq import _backend
+    """`backend.slice_update` against NumPy, its input left as it was (torch writes through slices, not Keras' op)."""
+    from keras_seq import backend
 
     x = rng.normal(size=(2, 2, 6, 3)).astype("float32")
     updates = rng.normal(size=(2, 2, 1, 3)).astype("float32")
     index = 4 if index_kind == "int" else ops.convert_to_tensor(4, "int32")
     given = ops.convert_to_tensor(x)
-    written = to_numpy(_backend.slice_update(given, (0, 0, index, 0), ops.convert_to_tensor(updates)))
+    written = to_numpy(backend.slice_update(given, (0, 0, index, 0), ops.convert_to_tensor(updates)))
     expected = x.copy()
     expected[:, :, 4:5] = updates
     np.testing.assert_array_equal(written, expected)
@@ -634,7 +738,9 @@ def test_decoding_steps_without_layer_calls_equal_those_through_them(monkeypatch
     ids and scores equal those of steps through `Layer.__call__` (elsewhere both run `__call__`)."""
     keras.config.set_dtype_policy(policy)
     try:
-        model = ks.models.transformer_seq2seq(30, 30, 8, 8, num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32)
+        model = ks.models.transformer_seq2seq(
+            30, 30, 8, 8, num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32
+        )
         source = np.random.default_rng(0).integers(1, 30, (3, 8)).astype("int32")
         settings = dict(strategy=strategy, num_beams=3, num_return_sequences=2 if strategy == "beam" else 1, end_id=2)
         direct = run(model, source, 8, **settings)

@@ -21,7 +21,15 @@ SOURCE_LENGTH, MAX_LENGTH = 20, 10
 SENTENCES = ["w1 w2 w3", "w4", " ".join(f"w{i % 19 + 1}" for i in range(25)), "w2 w2 w15", "w16 w17 w3 w9 w1"]
 MODELS = {
     "transformer": lambda size: ks.models.transformer_seq2seq(
-        size, size, SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.0
+        size,
+        size,
+        SOURCE_LENGTH,
+        MAX_LENGTH,
+        num_layers=1,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        dropout=0.0,
     ),
     "rnn_attention": lambda size: ks.models.rnn_seq2seq(size, size, embedding_dim=16, units=16, attention="bahdanau"),
 }
@@ -37,8 +45,17 @@ def translator(request, tmp_path_factory):
     exported = {}
     for early_stopping in (False, True):
         path = str(tmp_path_factory.mktemp("export"))
-        export.export_translator(model, vocabulary, vocabulary, path, SOURCE_LENGTH, MAX_LENGTH, num_beams=3,
-                                 length_penalty=0.6, early_stopping=early_stopping)
+        export.export_translator(
+            model,
+            vocabulary,
+            vocabulary,
+            path,
+            SOURCE_LENGTH,
+            MAX_LENGTH,
+            num_beams=3,
+            length_penalty=0.6,
+            early_stopping=early_stopping,
+        )
         exported[early_stopping] = tf.saved_model.load(path)
     return model, vocabulary, exported
 
@@ -58,8 +75,9 @@ def served(function, sentences):
 @pytest.mark.parametrize("early_stopping", [False, True])
 def test_translate_is_generates_beam_search_and_translate_greedy_its_greedy(translator, early_stopping):
     model, vocabulary, exported = translator
-    beam = generated(model, vocabulary, SENTENCES, strategy="beam", num_beams=3, length_penalty=0.6,
-                     early_stopping=early_stopping)
+    beam = generated(
+        model, vocabulary, SENTENCES, strategy="beam", num_beams=3, length_penalty=0.6, early_stopping=early_stopping
+    )
     assert served(exported[early_stopping].translate, SENTENCES) == beam
     assert served(exported[early_stopping].translate_greedy, SENTENCES) == generated(model, vocabulary, SENTENCES)
     assert any(beam)
@@ -77,19 +95,31 @@ def test_a_tied_translator_stores_its_step_weights_once_and_decodes_as_generate(
     tied = dict(tie_embeddings=True, share_embeddings=True)
     if kind == "transformer":
         model = ks.models.transformer_seq2seq(
-            len(vocabulary), len(vocabulary), SOURCE_LENGTH, MAX_LENGTH, num_layers=1, hidden_dim=32, num_heads=2,
-            intermediate_dim=64, dropout=0.0, **tied,
+            len(vocabulary),
+            len(vocabulary),
+            SOURCE_LENGTH,
+            MAX_LENGTH,
+            num_layers=1,
+            hidden_dim=32,
+            num_heads=2,
+            intermediate_dim=64,
+            dropout=0.0,
+            **tied,
         )
         table = model.target_embedding.token_embedding.embeddings
     else:
         model = ks.models.rnn_seq2seq(len(vocabulary), len(vocabulary), embedding_dim=32, units=32, **tied)
         table = model.target_embedding.embeddings
-    export.export_translator(model, vocabulary, vocabulary, str(tmp_path), SOURCE_LENGTH, MAX_LENGTH, num_beams=3,
-                             length_penalty=0.6)
+    export.export_translator(
+        model, vocabulary, vocabulary, str(tmp_path), SOURCE_LENGTH, MAX_LENGTH, num_beams=3, length_penalty=0.6
+    )
     exported = tf.saved_model.load(str(tmp_path))
     np.testing.assert_array_equal(exported.step_weights["kernel"].numpy(), keras.ops.convert_to_numpy(table).T)
     beam = generated(model, vocabulary, SENTENCES, strategy="beam", num_beams=3, length_penalty=0.6)
-    for function, expected in ((exported.translate, beam), (exported.translate_greedy, generated(model, vocabulary, SENTENCES))):
+    for function, expected in (
+        (exported.translate, beam),
+        (exported.translate_greedy, generated(model, vocabulary, SENTENCES)),
+    ):
         assert served(function, SENTENCES) == expected
         assert [served(function, [s])[0] for s in SENTENCES] == expected
 
@@ -167,4 +197,17 @@ def test_a_lone_sentence_gets_the_shape_few_shapes_gives_it(least_rows, width):
 
     one = tf.constant(np.arange(1, width + 1).reshape(1, width), tf.int32)
     for ids in (one, tf.zeros((0, 0), tf.int32)):  # a sentence, or none
-        np.testing.assert_array_equal(export._alone(ids, 40, least_rows).numpy(), export._few_shapes(ids, 40, least_rows).numpy())
+        np.testing.assert_array_equal(
+            export._alone(ids, 40, least_rows).numpy(), export._few_shapes(ids, 40, least_rows).numpy()
+        )
+
+
+def test_a_model_without_the_decoding_contract_is_not_exported(tmp_path):
+    """The exports of a decoding check the model's contract first, naming what it lacks, and write nothing."""
+    vocabulary = text.Vocabulary(["w1", "w2"])
+    classifier = ks.models.rnn_classifier(len(vocabulary), 2, embedding_dim=4, units=4)
+    with pytest.raises(ValueError, match=r"export_translator: .*does not inherit it and lacks .*decoding_step"):
+        export.export_translator(classifier, vocabulary, vocabulary, str(tmp_path / "t"), SOURCE_LENGTH, MAX_LENGTH)
+    with pytest.raises(ValueError, match=r"export_language_model: .*does not inherit it and lacks .*start_decoding"):
+        export.export_language_model(classifier, vocabulary, str(tmp_path / "lm"), MAX_LENGTH)
+    assert not list(tmp_path.iterdir())

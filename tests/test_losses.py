@@ -7,9 +7,14 @@ import keras_seq as ks
 
 
 def numpy_label_smoothing(targets, logits, epsilon, ignore_index=None):
-    """Cross-entropy with the smoothed targets of Szegedy et al. (2016, sec. 7), built as an explicit one-hot in NumPy."""
+    """Cross-entropy with the smoothed targets of Szegedy et al. (2016, sec. 7), built as an explicit one-hot in
+    NumPy."""
     vocab = logits.shape[-1]
-    log_q = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    log_q = (
+        logits
+        - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+        - logits.max(-1, keepdims=True)
+    )
     smoothed = (1 - epsilon) * np.eye(vocab)[targets] + epsilon / vocab
     per_position = -(smoothed * log_q).sum(-1)
     valid = np.ones_like(targets, bool) if ignore_index is None else targets != ignore_index
@@ -38,7 +43,7 @@ def test_ignore_index_leaves_positions_out_of_the_mean(rng):
     weights = np.array([1.0, 2.0, 1.0])
     per_sequence = [numpy_label_smoothing(targets[i : i + 1], logits[i : i + 1], 0.1, 0) for i in range(3)]
     counts = (targets != 0).sum(-1)
-    expected = sum(w * l * c for w, l, c in zip(weights, per_sequence, counts)) / counts.sum()
+    expected = sum(w * seq_loss * c for w, seq_loss, c in zip(weights, per_sequence, counts)) / counts.sum()
     assert float(loss(targets, logits, sample_weight=weights)) == pytest.approx(expected, rel=1e-5)
     all_ignored = np.zeros((2, 4), "int32")
     assert float(loss(all_ignored, logits[:2, :4])) == 0.0
@@ -77,7 +82,10 @@ def test_bad_inputs_raise_value_errors(rng):
         (lambda: ks.losses.LabelSmoothingCrossEntropy(epsilon=1.0), r"LabelSmoothingCrossEntropy.*epsilon.*\[0, 1\)"),
         (lambda: ks.losses.LabelSmoothingCrossEntropy(ignore_index=0.5), r"ignore_index.*integer"),
         (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3, 4), "int32"), logits), r"y_true.*\(3, 5\)"),
-        (lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3,), "int32"), logits[0, 0]), r"y_pred.*rank 2 or rank 3"),
+        (
+            lambda: ks.losses.LabelSmoothingCrossEntropy()(np.zeros((3,), "int32"), logits[0, 0]),
+            r"y_pred.*rank 2 or rank 3",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -124,7 +132,10 @@ def test_sparse_cross_entropy_matches_keras_and_numpy(rng, shape, ignore_class, 
     targets.flat[0] = 0
     weights = rng.uniform(0.5, 2.0, size=shape).astype("float32")
     options = dict(from_logits=True, ignore_class=ignore_class, reduction=reduction)
-    ours, theirs = ks.losses.SparseCategoricalCrossentropy(**options), keras.losses.SparseCategoricalCrossentropy(**options)
+    ours, theirs = (
+        ks.losses.SparseCategoricalCrossentropy(**options),
+        keras.losses.SparseCategoricalCrossentropy(**options),
+    )
     for sample_weight in (None, weights):
         assert_close(ours(targets, logits, sample_weight), theirs(targets, logits, sample_weight), atol=1e-5)
     per_position = numpy_sparse_cross_entropy(targets, logits, ignore_class)
@@ -151,7 +162,9 @@ def test_sparse_cross_entropy_gradient_is_softmax_minus_one_hot(rng, positions):
 def test_target_nll_takes_any_integer_targets(rng, dtype):
     logits = rng.normal(size=(2, 3, 5)).astype("float32")
     targets = rng.integers(0, 5, size=(2, 3))
-    assert_close(ks.losses.target_nll(logits, targets.astype(dtype)), numpy_sparse_cross_entropy(targets, logits), atol=1e-5)
+    assert_close(
+        ks.losses.target_nll(logits, targets.astype(dtype)), numpy_sparse_cross_entropy(targets, logits), atol=1e-5
+    )
 
 
 def gradient_of_logits(logits, targets, loss):
@@ -186,7 +199,9 @@ def test_sparse_cross_entropy_edge_cases(rng):
     logits = (rng.normal(size=(2, 3, 5)) * 1e4).astype("float32")
     targets = rng.integers(1, 5, size=(2, 3))
     value = float(loss(targets, logits))  # exp overflows float32: still exact
-    assert np.isfinite(value) and value == pytest.approx(numpy_sparse_cross_entropy(targets, logits.astype("float64")).mean(), rel=1e-5)
+    assert np.isfinite(value) and value == pytest.approx(
+        numpy_sparse_cross_entropy(targets, logits.astype("float64")).mean(), rel=1e-5
+    )
     assert float(loss(np.zeros((2, 3), "int32"), logits)) == 0.0  # every position ignored: 0, not NaN
     assert_close(loss(targets[..., None], logits), loss(targets, logits))  # targets (B, T, 1) as in Keras
     probabilities = ks.losses.SparseCategoricalCrossentropy(from_logits=False)  # Keras' own function
@@ -204,12 +219,21 @@ def test_unknown_targets_add_zero_not_nan(rng, compiled):
     known = (targets >= 0) & (targets < 5)
     per_position = numpy_sparse_cross_entropy(np.where(known, targets, 0), logits)
     expected_sparse = np.where(known, per_position, 0.0).mean()
-    smoothing = np.array([numpy_label_smoothing(targets[i:i + 1, j:j + 1], logits[i:i + 1, j:j + 1], 0.1) if known[i, j] else 0.0
-                          for i in range(2) for j in range(3)]).mean()
+    smoothing = np.array(
+        [
+            numpy_label_smoothing(targets[i : i + 1, j : j + 1], logits[i : i + 1, j : j + 1], 0.1)
+            if known[i, j]
+            else 0.0
+            for i in range(2)
+            for j in range(3)
+        ]
+    ).mean()
     ignoring = np.where(known, per_position, 0.0)[targets != -100].mean()  # -100 left out of the mean, 5 counted
-    for loss, expected in ((ks.losses.SparseCategoricalCrossentropy(from_logits=True), expected_sparse),
-                           (ks.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100), ignoring),
-                           (ks.losses.LabelSmoothingCrossEntropy(0.1), smoothing)):
+    for loss, expected in (
+        (ks.losses.SparseCategoricalCrossentropy(from_logits=True), expected_sparse),
+        (ks.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100), ignoring),
+        (ks.losses.LabelSmoothingCrossEntropy(0.1), smoothing),
+    ):
         if compiled:  # values are traced: no eager look at the ids
             inputs = keras.Input((3, 5))
             model = keras.Model(inputs, keras.layers.Identity()(inputs))

@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 import pytest
-from layer_checks import BACKEND, assert_config_round_trip, to_numpy
+from layer_checks import BACKEND, to_numpy
 
 import keras_seq as ks
 
@@ -41,9 +41,14 @@ def small_model(seed):
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"amsgrad": True}, {"weight_decay": 0.01, "clipnorm": 1.0},
-     {"learning_rate": keras.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5)},
-     {"gradient_accumulation_steps": 2}, {"use_ema": True}],
+    [
+        {},
+        {"amsgrad": True},
+        {"weight_decay": 0.01, "clipnorm": 1.0},
+        {"learning_rate": keras.optimizers.schedules.ExponentialDecay(0.01, 2, 0.5)},
+        {"gradient_accumulation_steps": 2},
+        {"use_ema": True},
+    ],
     ids=["plain", "amsgrad", "decay_and_clipping", "schedule", "accumulation", "ema"],
 )
 def test_fit_equals_keras_adam(rng, options):
@@ -61,8 +66,11 @@ def assert_fit_equals_keras_adam(rng, options, **compile_options):
     trained = []
     for optimizer_class in (ks.optimizers.Adam, keras.optimizers.Adam):
         model = small_model(3)
-        model.compile(optimizer_class(**{"learning_rate": 0.01, **options}),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), **compile_options)
+        model.compile(
+            optimizer_class(**{"learning_rate": 0.01, **options}),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            **compile_options,
+        )
         model.fit(ids, ids, batch_size=8, epochs=2, verbose=0, shuffle=False)
         trained.append(model.get_weights())
     for ours, theirs in zip(*trained):
@@ -124,7 +132,9 @@ def test_each_step_updates_the_variables_it_is_given(rng):
     optimizer = ks.optimizers.Adam(0.01, beta_2=0.98, epsilon=1e-7)
     optimizer.build(variables)
     for which, step_gradients in zip(given, gradients):
-        present = [(keras.ops.convert_to_tensor(g), v) for i, (g, v) in enumerate(zip(step_gradients, variables)) if i in which]
+        present = [
+            (keras.ops.convert_to_tensor(g), v) for i, (g, v) in enumerate(zip(step_gradients, variables)) if i in which
+        ]
         optimizer.apply(*map(list, zip(*present)))
     for i, (weights, variable) in enumerate(zip(initial, variables)):
         # Keras' bias correction counts every step of the optimizer: replay variable i's steps at their counts

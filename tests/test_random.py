@@ -27,7 +27,9 @@ def numpy_uniform(shape, seed, step):
 @pytest.mark.parametrize("seed, step", [(0, 0), (123, 5), (-(2**31), 7), (2**31 - 1, 2**20)])
 def test_uniform_is_the_uint32_hash_written_out_in_numpy(seed, step):
     """int32 wrapping products and masked shifts give the unsigned hash, bit for bit, on every backend."""
-    np.testing.assert_array_equal(to_numpy(_random.uniform((3, 1000), seed, step)), numpy_uniform((3, 1000), seed, step))
+    np.testing.assert_array_equal(
+        to_numpy(_random.uniform((3, 1000), seed, step)), numpy_uniform((3, 1000), seed, step)
+    )
 
 
 def test_uniform_draws_look_uniform_and_independent():

@@ -5,7 +5,7 @@ from importlib import resources
 import numpy as np
 
 from keras_seq import _validation as v
-from keras_seq.data.mlm import TokenMasker
+from keras_seq.data.mlm import TokenMasker as TokenMasker
 
 
 def alice_text():

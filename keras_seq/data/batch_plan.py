@@ -37,8 +37,19 @@ class BatchPlan:
             split it into equal parts).
     """
 
-    def __init__(self, lengths, rows, seed, max_length, batch_size=None, batch_tokens=None, pad_to_edges=False,
-                 variants=1, parts=1, pool_batches=POOL_BATCHES):
+    def __init__(
+        self,
+        lengths,
+        rows,
+        seed,
+        max_length,
+        batch_size=None,
+        batch_tokens=None,
+        pad_to_edges=False,
+        variants=1,
+        parts=1,
+        pool_batches=POOL_BATCHES,
+    ):
         if (batch_size is None) == (batch_tokens is None):
             v.fail("BatchPlan", "batch_size/batch_tokens", "exactly one of them", f"{batch_size} and {batch_tokens}")
         for name, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
@@ -95,7 +106,9 @@ class BatchPlan:
         if self.batch_size is not None:
             starts = np.arange(0, self.rows, self.batch_size, dtype=np.int64)
         else:
-            starts = self._token_cuts(self.widths(sorted_lengths), np.append(np.arange(0, self.rows, self.pool_rows), self.rows))
+            starts = self._token_cuts(
+                self.widths(sorted_lengths), np.append(np.arange(0, self.rows, self.pool_rows), self.rows)
+            )
         ends = np.append(starts[1:], self.rows)
         widths = self.widths(np.maximum.reduceat(sorted_lengths, starts))
         if self.batch_size is not None:

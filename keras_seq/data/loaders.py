@@ -25,8 +25,9 @@ def _streamed_lines(path):
             try:
                 yield line.rstrip(b"\r\n").decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start} of "
-                                 f"line {number}.") from None
+                raise ValueError(
+                    f"data file {path!r}: expected UTF-8 text, got undecodable bytes at {error.start} of line {number}."
+                ) from None
 
 
 def _two_columns(path, names, allow_empty=False):
@@ -77,7 +78,9 @@ def clean_parallel(pairs, max_characters=None):
 
     pairs = [(source.strip(), target.strip()) for source, target in pairs]
     kept, counts = preparation.scan(lambda: iter(pairs), max_characters=max_characters)
-    return [pair for pair, keep in zip(pairs, kept) if keep], {reason: counts[reason] for reason in ("empty", "duplicates", "too_long")}
+    return [pair for pair, keep in zip(pairs, kept) if keep], {
+        reason: counts[reason] for reason in ("empty", "duplicates", "too_long")
+    }
 
 
 def read_labelled_tsv(path):
@@ -183,7 +186,9 @@ def _tfds_examples(builder, split, task):
     if task == "lm":
         key = next((k for k, f in info.features.items() if "Text" in type(f).__name__), None)
         if key is None:
-            raise ValueError(f"--tfds {info.name}: expected a text feature for the lm recipe, got {list(info.features)}.")
+            raise ValueError(
+                f"--tfds {info.name}: expected a text feature for the lm recipe, got {list(info.features)}."
+            )
         return "\n".join(_decode(example[key]) for example in dataset)
     token_key = next((k for k in _TOKEN_FEATURES if k in info.features), None)
     tag_key = next((k for k in _TAG_FEATURES if k in info.features), None)
@@ -194,6 +199,9 @@ def _tfds_examples(builder, split, task):
         )
     names = getattr(getattr(info.features[tag_key], "feature", None), "names", None)
     return [
-        [(_decode(token), names[int(tag)] if names else _decode(tag)) for token, tag in zip(example[token_key], example[tag_key])]
+        [
+            (_decode(token), names[int(tag)] if names else _decode(tag))
+            for token, tag in zip(example[token_key], example[tag_key])
+        ]
         for example in dataset
     ]

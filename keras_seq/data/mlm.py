@@ -65,7 +65,9 @@ class TokenMasker:
 
     ignore_index = 0
 
-    def __init__(self, vocabulary_size, mask_id, special_ids=(), selection_rate=0.15, mask_rate=0.8, random_rate=0.1, seed=None):
+    def __init__(
+        self, vocabulary_size, mask_id, special_ids=(), selection_rate=0.15, mask_rate=0.8, random_rate=0.1, seed=None
+    ):
         owner = "TokenMasker"
         self.vocabulary_size = v.check_positive_int(owner, "vocabulary_size", vocabulary_size)
         (self.mask_id,) = _check_ids("mask_id", [mask_id], 1, self.vocabulary_size)

@@ -30,7 +30,9 @@ def _tuples(value):
 # French m.sg f.sg plural; "a" has the bare plural "").
 _LEXICON = json.loads(resources.files(__package__).joinpath("phrasebook_lexicon.json").read_text(encoding="utf-8"))
 _PRONOUNS, _PEOPLE, _THINGS, _ADJECTIVES, _VERBS, _ADVERBIALS, _DETERMINERS = (
-    _tuples(_LEXICON[name]) for name in ("pronouns", "people", "things", "adjectives", "verbs", "adverbials", "determiners"))
+    _tuples(_LEXICON[name])
+    for name in ("pronouns", "people", "things", "adjectives", "verbs", "adverbials", "determiners")
+)
 
 _VOWELS = tuple("aeiouhéèêâîôû")
 
@@ -165,7 +167,12 @@ def _clause(rng):
     if rng.random() < 0.25:
         verdict, positive = _VERDICTS[rng.integers(len(_VERDICTS))]
         if rng.random() < 0.3:
-            verdict = "did not " + {"loved": "love", "liked": "like", "enjoyed": "enjoy", "hated": "hate", "disliked": "dislike"}[verdict]
+            verdict = (
+                "did not "
+                + {"loved": "love", "liked": "like", "enjoyed": "enjoy", "hated": "hate", "disliked": "dislike"}[
+                    verdict
+                ]
+            )
             positive = not positive
         return f"I {verdict} the {aspect}", positive
     positive = bool(rng.integers(2))

@@ -12,7 +12,7 @@ straight through or resumes at e after a stop.
 
 import tensorflow as tf
 
-from keras_seq import _backend
+from keras_seq import backend
 
 POOL_BATCHES = 100  # batches sorted together: within a pool, lengths vary little from batch to batch
 PAD_TO = ("auto", "longest", "edges")
@@ -36,7 +36,7 @@ def bucket_edges(max_length, smallest=8):
 def pads_to_edges(pad_to="auto"):
     """Whether batches are padded to bucket edges: "edges", or "auto" where each input shape is compiled."""
     if pad_to == "auto":
-        return _backend.compiles_each_input_shape()
+        return backend.compiles_each_input_shape()
     return pad_to == "edges"
 
 
@@ -54,13 +54,25 @@ def _flat_columns(features, largest):
     count = next(iter(counts.values()))
     lengths = tf.reduce_max(tf.stack([splits[1:] - splits[:-1] for _, splits in columns.values()]), axis=0)
     if count and int(tf.reduce_max(lengths)) > largest:
-        raise ValueError(f"padded_batches: `max_length` expected to hold every sequence, got {largest} for a "
-                         f"sequence of {int(tf.reduce_max(lengths))} ids (drop longer ones first)")
+        raise ValueError(
+            f"padded_batches: `max_length` expected to hold every sequence, got {largest} for a "
+            f"sequence of {int(tf.reduce_max(lengths))} ids (drop longer ones first)"
+        )
     return count, columns, lengths
 
 
-def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None, first_epoch=0, epochs=1, variants=1,
-                   pad_to="auto", pool_batches=POOL_BATCHES):
+def padded_batches(
+    features,
+    batch_size,
+    max_length,
+    to_model_inputs,
+    seed=None,
+    first_epoch=0,
+    epochs=1,
+    variants=1,
+    pad_to="auto",
+    pool_batches=POOL_BATCHES,
+):
     """Batches of `to_model_inputs(padded features)` for epochs `first_epoch .. epochs-1`.
 
     Every epoch has `ceil(examples / batch_size)` batches, all full but the last of the last pool.
@@ -80,19 +92,23 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         pad_to: "longest" pads a batch to its longest sequence; "edges" to the smallest
             `bucket_edges(max_length)` edge that holds it (the short batch to the largest,
             one shape every epoch); "auto" picks "edges" where the backend compiles each
-            input shape (`_backend.compiles_each_input_shape`), else "longest".
+            input shape (`backend.compiles_each_input_shape`), else "longest".
         pool_batches: batches per pool sorted by length (larger pools: less padding, batches
             less varied in what they hold).
     """
     if pad_to not in PAD_TO:
         raise ValueError(f"padded_batches: `pad_to` expected one of {PAD_TO}, got {pad_to!r}")
     if batch_size < 1 or pool_batches < 1:
-        raise ValueError(f"padded_batches: `batch_size` and `pool_batches` expected >= 1, got {batch_size} and {pool_batches}")
+        raise ValueError(
+            f"padded_batches: `batch_size` and `pool_batches` expected >= 1, got {batch_size} and {pool_batches}"
+        )
     largest = bucket_edges(max_length)[-1]  # max_length, or the smallest edge if it is shorter
     row_count, columns, lengths = _flat_columns(features, largest)
     count = row_count // variants
     if count * variants != row_count:
-        raise ValueError(f"padded_batches: `variants` expected to divide the {row_count} rows into equal blocks, got {variants}")
+        raise ValueError(
+            f"padded_batches: `variants` expected to divide the {row_count} rows into equal blocks, got {variants}"
+        )
     edges = tf.constant(bucket_edges(max_length) if pads_to_edges(pad_to) else [], tf.int32)
     ordering = dict(count=count, variants=variants, batch_size=batch_size, pool_batches=pool_batches, largest=largest)
 
@@ -101,13 +117,15 @@ def padded_batches(features, batch_size, max_length, to_model_inputs, seed=None,
         return tf.data.Dataset.from_tensor_slices(batch_order).map(
             # A batch's rows in the data's order, not by length: the parts of a batch split across
             # processes then hold alike rows, not the shortest in one and the longest in the other.
-            lambda index: _padded_batch(columns, tf.sort(order[index * batch_size : (index + 1) * batch_size]), batch_size, edges)
+            lambda index: _padded_batch(
+                columns, tf.sort(order[index * batch_size : (index + 1) * batch_size]), batch_size, edges
+            )
         )
 
     # One dataset per epoch, made as it is reached: `epochs` may be very large (training to a time budget).
     batches = tf.data.Dataset.range(first_epoch, epochs).flat_map(one_epoch)
     batches = batches.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
-    return batches.prefetch(2).with_options(_backend.tf_data_without_autotuning())  # see there: why
+    return batches.prefetch(2).with_options(backend.tf_data_without_autotuning())  # see there: why
 
 
 def _epoch_order(lengths, seed, epoch, count, variants, batch_size, pool_batches, largest):
@@ -131,8 +149,10 @@ def _padded_batch(columns, indices, batch_size, edges):
     With edges: the smallest edge that holds the longest; a short batch (fewer than `batch_size`
     rows) the largest edge, so that it has one shape whatever it holds.
     """
-    batch = {name: tf.gather(tf.RaggedTensor.from_row_splits(ids, splits, validate=False), indices).to_tensor()
-             for name, (ids, splits) in columns.items()}
+    batch = {
+        name: tf.gather(tf.RaggedTensor.from_row_splits(ids, splits, validate=False), indices).to_tensor()
+        for name, (ids, splits) in columns.items()
+    }
     width = tf.maximum(tf.reduce_max(tf.stack([tf.shape(column)[1] for column in batch.values()])), 1)
     if edges.shape[0]:
         fitting = tf.gather(edges, tf.argmax(tf.cast(edges >= width, tf.int32)))

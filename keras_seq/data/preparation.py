@@ -59,8 +59,11 @@ class Progress:
     def _show(self, end, note=""):
         done = f"{self.count:,}" + (f" / {self.total:,}" if self.total else "")
         rate = self.count / max(time.monotonic() - self.start, 1e-9)
-        print(f"{self.label}: {done} {self.unit} ({rate:,.0f}/s, {time.monotonic() - self.start:.0f} s){note}",
-              end=end, flush=True)
+        print(
+            f"{self.label}: {done} {self.unit} ({rate:,.0f}/s, {time.monotonic() - self.start:.0f} s){note}",
+            end=end,
+            flush=True,
+        )
 
     def close(self, note=""):
         self._show("\n", note)
@@ -97,7 +100,11 @@ def scan(records, label=None, max_ratio=None, max_records=None, max_characters=N
         reasons.append(reason)
         if progress and number % 10_000 == 9_999:
             progress.update(10_000)
-    hashes, longest, reasons = np.asarray(hashes, np.uint64), np.asarray(longest, np.int64), np.asarray(reasons, np.int8)
+    hashes, longest, reasons = (
+        np.asarray(hashes, np.uint64),
+        np.asarray(longest, np.int64),
+        np.asarray(reasons, np.int8),
+    )
     usable = np.flatnonzero(reasons == 0)
     _, first = np.unique(hashes[usable], return_index=True)
     repeats = np.ones(len(usable), bool)
@@ -152,7 +159,9 @@ def encode_all(records, kept, encode, writer, label, variants=1):
         for variant in range(variants):
             columns, mask = encode(chunk, variant)
             masks.append(mask)
-            writer.append(variant, {name: _masked(flat, lengths, masks[0]) for name, (flat, lengths) in columns.items()})
+            writer.append(
+                variant, {name: _masked(flat, lengths, masks[0]) for name, (flat, lengths) in columns.items()}
+            )
         dropped += int((~masks[0]).sum())
         progress.update(len(chunk))
         chunk.clear()
@@ -177,8 +186,21 @@ def _masked(flat, lengths, mask):
     return np.asarray(flat)[row_of], lengths[mask]
 
 
-def prepare(directory, records, label, build, encode, columns, vocabulary_size, vocab_sample, seed, max_ratio=None,
-            max_records=None, variants=1, metadata=None):
+def prepare(
+    directory,
+    records,
+    label,
+    build,
+    encode,
+    columns,
+    vocabulary_size,
+    vocab_sample,
+    seed,
+    max_ratio=None,
+    max_records=None,
+    variants=1,
+    metadata=None,
+):
     """Prepare `records()` (a function returning a fresh iterator of tuples of strings) into `directory`.
 
     `build(sample)` makes the vocabularies from the sampled records (returns their configs'
@@ -188,19 +210,29 @@ def prepare(directory, records, label, build, encode, columns, vocabulary_size, 
     started = time.monotonic()
     kept, counts = scan(records, label, max_ratio, max_records)
     if not kept.any():
-        raise ValueError(f"training data: expected some usable examples, got none after cleaning "
-                         f"({_left_out(counts, 0).split(', ', 1)[-1]})")
+        raise ValueError(
+            f"training data: expected some usable examples, got none after cleaning "
+            f"({_left_out(counts, 0).split(', ', 1)[-1]})"
+        )
     chosen = sample(records, kept, vocab_sample, seed)
     print(f"{label}: training the vocabulary on {len(chosen):,} sampled examples", flush=True)
     configs, vocabularies = build(chosen)
     del chosen
     writer = prepared.Writer(directory, columns, variants, prepared.id_dtype(vocabulary_size(vocabularies)))
     try:
-        dropped = encode_all(records, kept, lambda chunk, variant: encode(chunk, vocabularies, variant), writer, label, variants)
+        dropped = encode_all(
+            records, kept, lambda chunk, variant: encode(chunk, vocabularies, variant), writer, label, variants
+        )
         if writer.rows == 0:
             raise ValueError("--max-length: expected some training examples within it, got none")
-        writer.close({**(metadata or {}), "vocabularies": configs, "left_out": {**counts, REASONS[4]: dropped},
-                      "seconds": round(time.monotonic() - started, 1)})
+        writer.close(
+            {
+                **(metadata or {}),
+                "vocabularies": configs,
+                "left_out": {**counts, REASONS[4]: dropped},
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
     except BaseException:
         writer.abandon()
         raise
@@ -215,7 +247,9 @@ def wait_for(directory, label, poll=1.0, timeout=24 * 3600):
             print(f"{label}: waiting for process 0 to prepare {directory}", flush=True)
             shown = True
         if time.monotonic() - start > timeout:
-            raise ValueError(f"{label}: prepared data {directory!r}: expected process 0 to finish it, waited {timeout:.0f} s")
+            raise ValueError(
+                f"{label}: prepared data {directory!r}: expected process 0 to finish it, waited {timeout:.0f} s"
+            )
         time.sleep(poll)
     return prepared.Prepared(directory)
 

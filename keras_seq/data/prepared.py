@@ -33,8 +33,15 @@ class Writer:
     """Appends encoded rows to the files of one prepared folder (under a temporary name until `close`)."""
 
     def __init__(self, directory, columns, variants, dtype):
-        self.directory, self.columns, self.variants, self.dtype = directory, tuple(columns), int(variants), np.dtype(dtype)
-        self.staged = os.path.join(os.path.dirname(os.path.abspath(directory)), f".partial-{os.getpid()}-{os.path.basename(directory)}")
+        self.directory, self.columns, self.variants, self.dtype = (
+            directory,
+            tuple(columns),
+            int(variants),
+            np.dtype(dtype),
+        )
+        self.staged = os.path.join(
+            os.path.dirname(os.path.abspath(directory)), f".partial-{os.getpid()}-{os.path.basename(directory)}"
+        )
         atomic.remove(self.staged)
         os.makedirs(self.staged)
         self._files = {}
@@ -43,7 +50,9 @@ class Writer:
             for variant in range(self.variants):
                 self._files[column, variant] = open(os.path.join(self.staged, f"{column}.{variant}.ids"), "wb")
                 self._ends[column, variant] = [np.zeros(1, np.int64)]
-        self._lengths = {variant: open(os.path.join(self.staged, f"{variant}.lengths"), "wb") for variant in range(self.variants)}
+        self._lengths = {
+            variant: open(os.path.join(self.staged, f"{variant}.lengths"), "wb") for variant in range(self.variants)
+        }
         self.rows = self.longest = 0
 
     def append(self, variant, encoded):
@@ -67,8 +76,15 @@ class Writer:
             handle.close()
         for (column, variant), ends in self._ends.items():
             np.concatenate(ends).astype("<i8").tofile(os.path.join(self.staged, f"{column}.{variant}.offsets"))
-        manifest = {"format": FORMAT, "columns": list(self.columns), "variants": self.variants, "rows": self.rows,
-                    "longest": self.longest, "dtype": self.dtype.str, **metadata}
+        manifest = {
+            "format": FORMAT,
+            "columns": list(self.columns),
+            "variants": self.variants,
+            "rows": self.rows,
+            "longest": self.longest,
+            "dtype": self.dtype.str,
+            **metadata,
+        }
         with open(os.path.join(self.staged, MANIFEST), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=1, ensure_ascii=False)
         atomic.flush_to_disk(self.staged)
@@ -104,7 +120,9 @@ class Prepared:
     def __init__(self, directory):
         manifest = read_manifest(directory)
         if manifest is None:
-            raise ValueError(f"prepared data {directory!r}: expected a complete prepared folder (its {MANIFEST}), got none")
+            raise ValueError(
+                f"prepared data {directory!r}: expected a complete prepared folder (its {MANIFEST}), got none"
+            )
         self.directory, self.manifest = directory, manifest
         self.columns, self.variants, self.rows = tuple(manifest["columns"]), manifest["variants"], manifest["rows"]
         self.longest = manifest["longest"]  # the longest row of any column and variant
@@ -129,6 +147,12 @@ class Prepared:
             path = os.path.join(self.directory, f"{variant}.lengths")
             self._lengths[variant] = np.fromfile(path, "<u2").astype(np.int32)
         return self._lengths[variant]
+
+    def ids_in_rows(self, column, variant, indices):
+        """How many ids `column` holds in the rows at `indices` of `variant` (from the offsets alone)."""
+        _, offsets = self._maps(column, variant)
+        indices = np.asarray(indices, np.int64)
+        return int((offsets[indices + 1] - offsets[indices]).sum())
 
     def gather(self, variant, indices):
         """`{column: (flat int32 ids, row lengths)}` of the rows at `indices` of `variant`."""

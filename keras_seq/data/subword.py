@@ -21,6 +21,7 @@ References:
 
 import base64
 import io
+import os
 import re
 
 import tensorflow as tf
@@ -30,8 +31,16 @@ from keras_seq.data import text
 
 MODEL_TYPES = ("unigram", "bpe")
 # The reserved ids 0-3 of keras_seq.data.text, as SentencePiece piece names.
-_RESERVED = dict(pad_id=text.PAD, bos_id=text.START, eos_id=text.END, unk_id=text.UNKNOWN,
-                 pad_piece="<pad>", bos_piece="<s>", eos_piece="</s>", unk_piece="<unk>")
+_RESERVED = dict(
+    pad_id=text.PAD,
+    bos_id=text.START,
+    eos_id=text.END,
+    unk_id=text.UNKNOWN,
+    pad_piece="<pad>",
+    bos_piece="<s>",
+    eos_piece="</s>",
+    unk_piece="<unk>",
+)
 # The fewest pieces a byte-fallback model can have: the 4 reserved ids and the 256 bytes.
 _BYTE_PIECES = 256
 
@@ -58,9 +67,16 @@ class SubwordVocabulary:
         try:
             processor.LoadFromSerializedProto(model)
         except Exception:
-            raise ValueError("SubwordVocabulary: `model` expected a serialized SentencePiece model, got bytes it cannot read.") from None
+            raise ValueError(
+                "SubwordVocabulary: `model` expected a serialized SentencePiece model, got bytes it cannot read."
+            ) from None
         expected = {"pad_id": text.PAD, "bos_id": text.START, "eos_id": text.END, "unk_id": text.UNKNOWN}
-        found = {"pad_id": processor.pad_id(), "bos_id": processor.bos_id(), "eos_id": processor.eos_id(), "unk_id": processor.unk_id()}
+        found = {
+            "pad_id": processor.pad_id(),
+            "bos_id": processor.bos_id(),
+            "eos_id": processor.eos_id(),
+            "unk_id": processor.unk_id(),
+        }
         if found != expected:
             v.fail("SubwordVocabulary", "model", f"reserved ids {expected}", found)
         self.model = bytes(model)
@@ -68,15 +84,23 @@ class SubwordVocabulary:
         self._processor = processor
 
     @classmethod
-    def train(cls, texts, vocabulary_size=8000, model_type="unigram", lowercase=False, byte_fallback=True,
-              character_coverage=0.9995, max_sentence_length=4192):
+    def train(
+        cls,
+        texts,
+        vocabulary_size=8000,
+        model_type="unigram",
+        lowercase=False,
+        byte_fallback=True,
+        character_coverage=0.9995,
+        max_sentence_length=4192,
+    ):
         """Train a SentencePiece model on `texts` (an iterable of strings), in memory.
 
         `vocabulary_size` counts every id (the 4 reserved ones included); it is an
         upper bound: data too small for that many pieces gets fewer, and a size
-        below what the data's characters need is raised to it (`len()` says how many). Numbers are split into digits, so any number can be spelled
-        and copied; text is not normalised (`identity`), so what a source holds comes
-        back byte for byte.
+        below what the data's characters need is raised to it (`len()` says how many). Numbers are split into
+        digits, so any number can be spelled and copied; text is not normalised (`identity`), so what a source
+        holds comes back byte for byte.
         """
         import sentencepiece
 
@@ -85,15 +109,28 @@ class SubwordVocabulary:
         vocabulary_size = v.check_positive_int(owner, "vocabulary_size", vocabulary_size)
         smallest = len(text.RESERVED) + (_BYTE_PIECES if byte_fallback else 1)
         if vocabulary_size <= smallest:
-            v.fail(owner, "vocabulary_size", f"more than {smallest} (the reserved ids{' and the 256 bytes' if byte_fallback else ''})", vocabulary_size)
+            v.fail(
+                owner,
+                "vocabulary_size",
+                f"more than {smallest} (the reserved ids{' and the 256 bytes' if byte_fallback else ''})",
+                vocabulary_size,
+            )
         sentences = [s.lower() if lowercase else s for s in texts]
         sentences = [s for s in sentences if s.strip()]
         if not sentences:
             raise ValueError(f"{owner}: `texts` expected at least one non-empty string, got none (empty data?).")
         options = dict(
-            model_type=model_type, vocab_size=vocabulary_size, byte_fallback=byte_fallback,
-            character_coverage=character_coverage, split_digits=True, normalization_rule_name="identity",
-            max_sentence_length=max_sentence_length, hard_vocab_limit=False, num_threads=2, minloglevel=2, **_RESERVED,
+            model_type=model_type,
+            vocab_size=vocabulary_size,
+            byte_fallback=byte_fallback,
+            character_coverage=character_coverage,
+            split_digits=True,
+            normalization_rule_name="identity",
+            max_sentence_length=max_sentence_length,
+            hard_vocab_limit=False,
+            num_threads=os.cpu_count() or 1,
+            minloglevel=2,
+            **_RESERVED,
         )
         model = io.BytesIO()
         try:
@@ -102,7 +139,9 @@ class SubwordVocabulary:
             # "Vocabulary size is smaller than required_chars. N vs M.": the data's characters need M ids.
             needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
             if needed is None:
-                raise ValueError(f"{owner}: SentencePiece could not train on these texts ({str(error).strip()[:200]}).") from None
+                raise ValueError(
+                    f"{owner}: SentencePiece could not train on these texts ({str(error).strip()[:200]})."
+                ) from None
             model = io.BytesIO()
             options["vocab_size"] = int(needed.group(1)) + 1
             sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, **options)
@@ -115,7 +154,9 @@ class SubwordVocabulary:
             with open(path, "rb") as f:
                 model = f.read()
         except OSError as error:
-            raise ValueError(f"SubwordVocabulary.load: `path` expected a readable .model file, got {path!r} ({error.strerror}).") from None
+            raise ValueError(
+                f"SubwordVocabulary.load: `path` expected a readable .model file, got {path!r} ({error.strerror})."
+            ) from None
         return cls(model, lowercase=lowercase)
 
     def save(self, path):
@@ -177,10 +218,13 @@ class SubwordVocabulary:
             v.fail("SubwordVocabulary.sample", "alpha", "a number in (0, 1]", alpha)
         sentencepiece.set_random_generator_seed(int(seed))
         strings = [s.lower() if self.lowercase else s for s in strings]
-        rows = self._processor.encode(strings, out_type=int, enable_sampling=True, alpha=float(alpha), nbest_size=-1,
-                                      num_threads=1)  # one thread: the seed fixes the draws
+        rows = self._processor.encode(
+            strings, out_type=int, enable_sampling=True, alpha=float(alpha), nbest_size=-1, num_threads=1
+        )  # one thread: the seed fixes the draws
         rows = [[text.START] * add_start + row + [text.END] * add_end for row in rows]
-        return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1) if rows else tf.ragged.constant([[]], tf.int32)[:0]
+        return (
+            tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1) if rows else tf.ragged.constant([[]], tf.int32)[:0]
+        )
 
     def decode(self, ids, table=None):
         """Strings from a batch of ids `(B, L)`: stops at the end id, skips padding and the start id."""

@@ -57,7 +57,7 @@ def tokenize(strings, level="word", lowercase=False):
     closing, opening = f"[{_CLOSING}]", f"[{_OPENING}]"
     for _ in range(2):  # in `a ? !` the match of `?` takes the space before `!`: a second pass records it
         strings = tf.strings.regex_replace(
-            strings, f"(\\S)\\s+([{_SPACED_MARKS}])([{_CLOSING}\"\\s]|$)", f"\\1 {_SPACED}\\2\\3"
+            strings, f'(\\S)\\s+([{_SPACED_MARKS}])([{_CLOSING}"\\s]|$)', f"\\1 {_SPACED}\\2\\3"
         )
     strings = tf.strings.regex_replace(strings, _ALWAYS_SPLIT, r" \1 ")
     strings = tf.strings.regex_replace(strings, f"({_SPACED}?{closing}+)(\\s|$)", r" \1 \2")  # a word's last marks

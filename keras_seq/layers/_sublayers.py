@@ -1,8 +1,7 @@
 """A layer's own sublayers, called from inside its `call`, and layers called by a decoding step."""
 
-import keras
-
-from keras_seq import _backend
+from keras_seq import backend
+from keras_seq.backend import keras_internals
 
 
 def call_sublayer(sublayer, *args, **kwargs):
@@ -12,31 +11,12 @@ def call_sublayer(sublayer, *args, **kwargs):
     `Layer.__call__` does on every call (converting and casting inputs, resolving `training`
     and masks, checking the build, opening name and autocast scopes) is already done by the
     owner's own `__call__`, or not needed; on eager torch it costs as much as a small matrix
-    product. The caller passes `training` itself, and masks as arguments. A quantized
-    sublayer, or one built under rematerialization, goes through `__call__`, which
-    dispatches those.
+    product. The caller passes `training` itself, and masks as arguments.
     """
-    if sublayer.dtype_policy.quantization_mode is not None or getattr(sublayer, "_remat_mode", None) is not None:
-        return sublayer(*args, **kwargs)
-    return sublayer.call(*args, **kwargs)
+    return keras_internals.call_without_bookkeeping(sublayer, *args, **kwargs)
 
 
 def call_in_step(layer, inputs, **kwargs):
-    """`layer(inputs, **kwargs)` for a built layer that a decoding step calls, outside any `__call__`.
-
-    On eager torch, where a decoding step pays `Layer.__call__`'s bookkeeping for every layer
-    and every token, `call_sublayer` when nothing of that bookkeeping is needed: the layer
-    computes in the dtype it keeps its variables in (no autocast scope to open) and `inputs`
-    is an integer tensor or already in that dtype (no cast). Masks are not attached: a step's
-    keys come from the cache, whose own positions mask them. Elsewhere the call is traced
-    once per decoder, and goes through `__call__`.
-    """
-    policy = layer.dtype_policy
-    dtype = keras.backend.standardize_dtype(inputs.dtype)
-    if (
-        _backend.eager_ops()
-        and policy.compute_dtype == policy.variable_dtype
-        and (dtype == policy.compute_dtype or "int" in dtype)
-    ):
-        return call_sublayer(layer, inputs, **kwargs)
-    return layer(inputs, **kwargs)
+    """`layer(inputs, **kwargs)` for a built layer that a decoding step calls, outside any `__call__`
+    (`keras_seq.backend.call_in_step`: on eager torch without the bookkeeping it does not need)."""
+    return backend.call_in_step(layer, inputs, **kwargs)

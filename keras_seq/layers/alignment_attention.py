@@ -11,8 +11,8 @@ written here on one shared base.
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.layers.masking import masked_softmax
 
 LUONG_SCORES = ("dot", "general", "concat")
@@ -71,7 +71,7 @@ class _AlignmentAttention(keras.layers.Layer):
     def call(self, query, keys, values=None, mask=None, return_attention_scores=False, projected_keys=None):
         values = keys if values is None else values
         if mask is None:  # e.g. keys from an RNN over an Embedding(mask_zero=True)
-            mask = _backend.get_keras_mask(keys)
+            mask = backend.get_keras_mask(keys)
         self._check_inputs(query, keys, values, mask)
         if projected_keys is None:
             projected_keys = self.project_keys(keys)

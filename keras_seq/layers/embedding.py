@@ -12,8 +12,8 @@ import weakref
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.positionwise import over_positions
 
@@ -188,8 +188,17 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         start_index: position of the first id (int or scalar tensor).
     """
 
-    def __init__(self, vocabulary_size, sequence_length, embedding_dim, positional="sinusoidal", mask_zero=True,
-                 scale_embeddings=True, embeddings_initializer="uniform", **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        embedding_dim,
+        positional="sinusoidal",
+        mask_zero=True,
+        scale_embeddings=True,
+        embeddings_initializer="uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         owner = v.owner_name(self)
         self.vocabulary_size = v.check_positive_int(owner, "vocabulary_size", vocabulary_size)
@@ -296,7 +305,7 @@ class TiedLogits(keras.layers.Layer):
         """`h @ kernel + b`, `kernel` being `E^T` unless given (a decoding loop passes `transposed_table()` in)."""
         if kernel is None:  # `h E^T` as one product whose gradient needs no transpose of its own
             table = ops.cast(self._table().embeddings, "float32")
-            product = lambda rows: _backend.matmul_transposed(rows, table)  # noqa: E731
+            product = lambda rows: backend.matmul_transposed(rows, table)  # noqa: E731
         else:
             product = lambda rows: ops.matmul(rows, kernel)  # noqa: E731
         return over_positions(product, ops.cast(h, "float32")) + self.bias

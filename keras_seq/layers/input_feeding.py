@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
 from keras_seq.layers.recurrent import CELLS, make_cell
 
@@ -54,14 +54,15 @@ class InputFeedingDecoder(keras.layers.Layer):
     def step(self, y_previous, states, annotations, source_mask, projected_keys=None):
         """One position: `(s_i, [states], c_i, alpha_i)` from `y_{i-1} (B, E)` and `states` (`s_{i-1}`);
         `projected_keys`: the attention's `project_keys(annotations)`, made once for every step (or None)."""
-        context, weights = self.attention(states[0], annotations, mask=source_mask, return_attention_scores=True,
-                                          projected_keys=projected_keys)
+        context, weights = self.attention(
+            states[0], annotations, mask=source_mask, return_attention_scores=True, projected_keys=projected_keys
+        )
         output, states = self.cell(ops.concatenate([y_previous, context], axis=-1), states)
         return output, list(states), context, weights
 
     def call(self, inputs, annotations, initial_state, source_mask=None):
         if source_mask is None:
-            source_mask = _backend.get_keras_mask(annotations)
+            source_mask = backend.get_keras_mask(annotations)
 
         count = len(initial_state)
         projected_keys = self.attention.project_keys(annotations)  # once, not at every step
@@ -70,7 +71,9 @@ class InputFeedingDecoder(keras.layers.Layer):
             output, states, context, weights = self.step(
                 y_previous, list(carry[:count]), annotations, source_mask, projected_keys
             )
-            packed = ops.concatenate([output, ops.cast(context, output.dtype), ops.cast(weights, output.dtype)], axis=-1)
+            packed = ops.concatenate(
+                [output, ops.cast(context, output.dtype), ops.cast(weights, output.dtype)], axis=-1
+            )
             # Keras' TensorFlow `scan` needs the per-step outputs shaped like the carry: emit the carry.
             carry = (*states, packed)
             return carry, carry
@@ -84,7 +87,11 @@ class InputFeedingDecoder(keras.layers.Layer):
 
     def compute_output_shape(self, inputs_shape, annotations_shape, initial_state_shape=None, source_mask_shape=None):
         batch, length = inputs_shape[0], inputs_shape[1]
-        return (batch, length, self.units), (batch, length, annotations_shape[-1]), (batch, length, annotations_shape[1])
+        return (
+            (batch, length, self.units),
+            (batch, length, annotations_shape[-1]),
+            (batch, length, annotations_shape[1]),
+        )
 
     def get_config(self):
         return {**super().get_config(), "cell": self.cell_name, "units": self.units, "attention": self.attention_name}

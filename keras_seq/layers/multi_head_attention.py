@@ -1,10 +1,18 @@
 """Multi-head scaled dot-product attention with a key/value cache (Vaswani et al., 2017, sec. 3.2).
 
-Written here rather than taken from `keras.layers.MultiHeadAttention` because that
-layer (Keras 3) turns the fused `keras.ops.dot_product_attention` kernel off whenever
-`dropout > 0`, even at inference; gives the uniform average, not zeros, to a query
-whose keys are all masked; and has no cache for incremental decoding. The variables
-keep Keras' order and shapes, so weights copy across in both directions.
+Written here rather than by subclassing `keras.layers.MultiHeadAttention`, because that
+layer, as of Keras 3.15.1:
+
+* computes attention written out, not by the fused `keras.ops.dot_product_attention`
+  kernel, whenever it was built with `dropout > 0`, at inference too: its
+  `_compute_attention` tests the rate, not `training` (and it rejects
+  `flash_attention=True` with `dropout > 0`);
+* gives a query whose keys are all masked the uniform average of the values on its
+  fused path, but zero weights and a zero context on its written-out path (dropout or
+  scores requested), so such a query's output depends on which path ran;
+* has no key/value cache for incremental decoding.
+
+The variables keep Keras' order and shapes, so weights copy across in both directions.
 """
 
 import math
@@ -12,12 +20,17 @@ import math
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.layers._initializers import own_draw
 from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.masking import MASKED_SCORE, causal_mask, masked_softmax, merge_masks, rows_with_keys
+
+# The exact ways `MultiHeadAttention` computes eq. 1; `_choose_path` picks one per call.
+FUSED = "fused"  # `keras.ops.dot_product_attention`
+SINGLE_QUERY = "single_query"  # one query per row over a cache, read in the cache's own layout
+EXPLICIT = "explicit"  # the softmax written out, with its weights at hand
 
 
 def _project(x, kernel, bias, heads_first=False):
@@ -25,7 +38,7 @@ def _project(x, kernel, bias, heads_first=False):
     if heads_first:
         y = ops.einsum("btd,dhk->bhtk", x, kernel)
         return y if bias is None else y + ops.expand_dims(bias, 1)
-    return _backend.affine(x, kernel, bias)
+    return backend.affine(x, kernel, bias)
 
 
 def _read_rows(x, rows):
@@ -37,7 +50,7 @@ def _read_rows(x, rows):
 
 def _swap_time_and_heads(x):
     """`(B, T, H, d) <-> (B, H, T, d)`."""
-    return _backend.transpose(x, (0, 2, 1, 3))
+    return backend.transpose(x, (0, 2, 1, 3))
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -48,13 +61,15 @@ class MultiHeadAttention(keras.layers.Layer):
     `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` (sec. 3.2.2), with a bias after
     each projection when `use_bias`.
 
-    * Uses the fused `keras.ops.dot_product_attention` (flash/cuDNN kernels where the
-      backend has them, unless `keras.config.disable_flash_attention()` was called)
-      whenever attention scores are not requested and no dropout is applied, i.e.
-      always at inference. On JAX on the CPU it projects straight to `(B, H, T, d)`
-      and writes the softmax out instead, which XLA runs faster there
-      (`keras_seq._backend.heads_first_attention`). One query against a cache (a
-      decoding step) is computed over the cache in place, with no heads-first copy.
+    * Computes eq. 1 along one of three paths, picked in `_choose_path`: a decoding
+      step (one query against a cache) reads the cache in place, with no heads-first
+      copy; a call that returns the scores or applies dropout writes the softmax out;
+      any other call, so every call at inference, uses the fused
+      `keras.ops.dot_product_attention` (flash/cuDNN kernels where the backend has them,
+      unless `keras.config.disable_flash_attention()` was called), except when
+      `value_dim != key_dim` and on JAX on the CPU, where the softmax is written out
+      heads first instead, which XLA runs faster there
+      (`keras_seq.backend.heads_first_attention`).
     * The softmax runs in float32 under mixed precision; a query whose keys are all
       masked gets zero weights and a zero context (the output is then the output
       bias), never NaN, in float32, float16 and bfloat16.
@@ -65,8 +80,8 @@ class MultiHeadAttention(keras.layers.Layer):
       Out of scope, which Keras' layer has: attention over other axes than time
       (`attention_axes`), `use_gate`, `sliding_window`, regularizers and constraints, LoRA
       and int8 quantization. A query's own padding mask is not applied: a padded query
-      attends like any other (Keras' layer gives it uniform weights), and masking
-      downstream ignores it either way.
+      attends like any other (Keras' layer masks its whole row, see above), and
+      masking downstream ignores it either way.
     * With `cache` (shape `(B, 2, S, H, key_dim)`: keys then values of S positions)
       and `cache_update_index`, the projected keys/values of the new positions are
       written at `cache_update_index` and the query attends over the whole cache,
@@ -206,7 +221,9 @@ class MultiHeadAttention(keras.layers.Layer):
             for axis, (got, want) in enumerate(zip(shape, expected))
         ):
             options = " or ".join(str(tuple(e)) for e in shapes.values())
-            v.fail(v.owner_name(self), "attention_mask", f"shape {options} (batch and heads may be 1)", f"shape {shape}")
+            v.fail(
+                v.owner_name(self), "attention_mask", f"shape {options} (batch and heads may be 1)", f"shape {shape}"
+            )
 
     def call(
         self,
@@ -225,8 +242,9 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         key = value if key is None else key
         self._check_inputs(query, value, key, attention_mask, cache, cache_update_index, cache_rows)
+        path = self._choose_path(query.shape[1], cache is not None, return_attention_scores, training)
         query, value, key = (ops.cast(x, self.compute_dtype) for x in (query, value, key))
-        heads_first = cache is None and _backend.heads_first_attention()
+        heads_first = cache is None and backend.heads_first_attention()
         q, k, v_, cache = self._project_inputs(query, key, value, cache, cache_update_index, cache_rows, heads_first)
         time_axis = 2 if heads_first else 1
         key_padding = key_mask if key_mask is not None else value_mask
@@ -237,8 +255,7 @@ class MultiHeadAttention(keras.layers.Layer):
             offset = 0 if cache_update_index is None else cache_update_index
             causal = causal_mask(ops.shape(q)[time_axis], ops.shape(k)[time_axis], offset)
         output, scores = self._attend(
-            q, k, v_, key_padding, attention_mask, causal, cache, cache_rows, heads_first,
-            return_attention_scores, training,
+            path, q, k, v_, key_padding, attention_mask, causal, cache, cache_rows, heads_first, training
         )
         results = (self._project_output(output, heads_first),)
         if return_attention_scores:
@@ -281,31 +298,41 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None and cache_update_index is not None:
             # One in-place-able write of the new keys and values (XLA updates a loop-carried buffer in place).
             new_entries = ops.stack((k, v_), axis=1)
-            cache = _backend.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
+            cache = backend.slice_update(ops.cast(cache, k.dtype), (0, 0, cache_update_index, 0, 0), new_entries)
             k, v_ = cache[:, 0], cache[:, 1]
         if cache_rows is not None:
             k, v_ = _read_rows(k, cache_rows), _read_rows(v_, cache_rows)
         return q, k, v_, cache
 
-    def _attend(self, q, k, v_, key_padding, attention_mask, causal, cache, cache_rows, heads_first,
-                return_attention_scores, training):
-        """Eq. 1 by the cheapest exact kernel for the call: `(output per head, weights or None)`."""
+    def _choose_path(self, query_length, over_cache, return_attention_scores, training):
+        """Which exact way of computing eq. 1 serves the call: `FUSED`, `SINGLE_QUERY` or `EXPLICIT`.
+
+        The three give the same weights up to rounding; they differ in speed and in what they can return.
+        """
+        if return_attention_scores or (self.dropout > 0 and bool(training)):
+            return EXPLICIT  # only the written-out softmax has weights to return or to drop
+        if over_cache and query_length == 1:
+            return SINGLE_QUERY  # a decoding step: no heads-first copy of the cache per block and token
+        if backend.heads_first_attention():
+            # JAX on the CPU, even over a cache: `jax.nn.dot_product_attention` is slower there,
+            # and under `jit` it fails to compile for float16 inputs.
+            return EXPLICIT
+        if self.key_dim != self.value_dim:
+            return EXPLICIT  # the fused kernel takes keys and values of one width
+        return FUSED  # flash/cuDNN kernels where the backend has them
+
+    def _attend(self, path, q, k, v_, key_padding, attention_mask, causal, cache, cache_rows, heads_first, training):
+        """Eq. 1 along `path` (from `_choose_path`): `(output per head, weights or None)`."""
         # A causal mask alone leaves every query at least its own key: no empty rows to guard.
         causal_alone = causal is not None and key_padding is None and attention_mask is None
-        dropping = self.dropout > 0 and bool(training)
-        # Never on JAX on the CPU, not even over a cache: there `jax.nn.dot_product_attention`
-        # is slower, and under `jit` it fails to compile for float16 inputs.
-        fused = not (_backend.heads_first_attention() or return_attention_scores or dropping)
-        fused = fused and self.key_dim == self.value_dim
-        kernel_causal = fused and causal_alone and cache is None  # the kernel masks causally itself
-        mask = None if kernel_causal else merge_masks(key_padding, attention_mask, causal)
-        # One new token against a cache: products as multiply-and-sum over the cache in its
-        # own layout, so no step copies the cache into the heads-first layout of a matmul.
-        if cache is not None and q.shape[1] == 1 and not (return_attention_scores or dropping):
-            whole_cache = cache if cache_rows is None and _backend.single_query_reads_whole_cache() else None
-            return self._single_query_attention(q, k, v_, mask, causal_alone, whole_cache), None
-        if fused:
+        if path == FUSED:
+            kernel_causal = causal_alone and cache is None  # the kernel masks causally itself
+            mask = None if kernel_causal else merge_masks(key_padding, attention_mask, causal)
             return self._fused_attention(q, k, v_, mask, kernel_causal, causal_alone), None
+        mask = merge_masks(key_padding, attention_mask, causal)
+        if path == SINGLE_QUERY:
+            whole_cache = cache if cache_rows is None and backend.single_query_reads_whole_cache() else None
+            return self._single_query_attention(q, k, v_, mask, causal_alone, whole_cache), None
         if heads_first:
             return self._explicit_attention(q, k, v_, mask, causal_alone, training)
         output, scores = self._explicit_attention(*map(_swap_time_and_heads, (q, k, v_)), mask, causal_alone, training)
@@ -316,9 +343,30 @@ class MultiHeadAttention(keras.layers.Layer):
         if heads_first:
             output = ops.einsum("bhtk,hkd->btd", output, self.output_kernel)
             return output + self.output_bias if self.use_bias else output
-        return _backend.affine(output, self.output_kernel, self.output_bias if self.use_bias else None, contracted_axes=2)
+        return backend.affine(
+            output, self.output_kernel, self.output_bias if self.use_bias else None, contracted_axes=2
+        )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        """`query_shape` with the last axis `output_shape` (default: the query's width).
+
+        Raises ValueError, as Keras' layer does, when the key's shape differs from the value's
+        on an axis other than the first (batch) and the last (features): keys and values pair
+        up position by position. A size of None matches any size, as in `call`.
+        """
+        query_shape, value_shape = tuple(query_shape), tuple(value_shape)
+        key_shape = value_shape if key_shape is None else tuple(key_shape)
+        positions = value_shape[1:-1]
+        if len(key_shape) != len(value_shape) or any(
+            got is not None and want is not None and got != want for got, want in zip(key_shape[1:-1], positions)
+        ):
+            v.fail(
+                v.owner_name(self),
+                "key_shape",
+                f"the sizes {positions} of value_shape={value_shape} (the shapes of `key` and `value` must be equal"
+                " on every axis but the first and the last)",
+                f"key_shape={key_shape}",
+            )
         return (*query_shape[:-1], self._output_shape or query_shape[-1])
 
     def compute_output_spec(self, query, value, key=None, attention_mask=None, **call_arguments):
@@ -348,7 +396,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         # None (Keras' default): the backend uses a flash kernel where it takes the inputs;
         # False after `keras.config.disable_flash_attention()`, as for keras.layers.MultiHeadAttention.
-        flash = _backend.flash_attention_flag()
+        flash = backend.flash_attention_flag()
         if mask is None:
             return ops.dot_product_attention(q, k, v_, scale=self._scale, is_causal=is_causal, flash_attention=flash)
         if rows_never_empty:
@@ -367,15 +415,24 @@ class MultiHeadAttention(keras.layers.Layer):
         by elementwise products summed in float32; a batched matmul would first copy the
         cache heads-first, once per block and generated token. With `whole_cache`, the
         `(B, 2, S, H, d)` cache that `k` and `v_` were sliced from, the cache is read
-        whole instead (`_backend.single_query_reads_whole_cache`): the query multiplies
+        whole instead (`backend.single_query_reads_whole_cache`): the query multiplies
         its keys and zeros its values, so the sum over both is the keys' dot product.
         """
         mask = None if mask is None else ops.swapaxes(mask[:, :, 0], 1, 2)  # (B, S, H or 1), as the scores
-        if _backend.eager_ops():
-            context = _backend.torch_single_query_attention(
-                q, k, v_, mask, not rows_never_empty, self._scale, MASKED_SCORE
-            )
-            return ops.cast(context, self.compute_dtype)
+        context = backend.single_query_attention(
+            q,
+            k,
+            v_,
+            mask,
+            not rows_never_empty,
+            self._scale,
+            MASKED_SCORE,
+            lambda: self._single_query_context(q, k, v_, mask, rows_never_empty, whole_cache),
+        )
+        return ops.cast(context, self.compute_dtype)
+
+    def _single_query_context(self, q, k, v_, mask, rows_never_empty, whole_cache):
+        """`_single_query_attention`'s float32 context in `keras.ops`."""
         q = ops.cast(q, "float32")
         if whole_cache is None:
             scores = ops.sum(q * ops.cast(k, "float32"), axis=-1)  # (B, S, H)
@@ -388,7 +445,7 @@ class MultiHeadAttention(keras.layers.Layer):
             context = ops.sum(ops.expand_dims(weights, -1) * ops.cast(v_, "float32"), axis=1, keepdims=True)
         else:  # (B, 2, H, d): the weighted keys, then the weighted values
             context = ops.sum(weights[:, None, :, :, None] * whole_cache, axis=2)[:, 1:]
-        return ops.cast(context, self.compute_dtype)
+        return context
 
     def _explicit_attention(self, q, k, v_, mask, rows_never_empty, training):
         """Eq. 1 written out, heads first: `(B,H,Tq,dk), (B,H,Tk,dk), (B,H,Tk,dv) -> (B,H,Tq,dv)`, weights.
@@ -396,7 +453,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns the output and the attention weights `(B, H, Tq, Tk)` (dropout applies
         to the weights that multiply the values, not to those returned).
         """
-        scores = _backend.matmul_transposed(q * ops.cast(self._scale, q.dtype), k)
+        scores = backend.matmul_transposed(q * ops.cast(self._scale, q.dtype), k)
         weights = ops.cast(masked_softmax(scores, mask, rows_may_be_empty=not rows_never_empty), self.compute_dtype)
         return ops.matmul(call_sublayer(self.attention_dropout, weights, training=training), v_), weights
 

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 
 POOLING_MODES = ("mean", "first", "last")
 
@@ -35,7 +35,7 @@ class SequencePooling(keras.layers.Layer):
     def call(self, inputs, mask=None):
         owner = v.owner_name(self)
         batch, length, _ = v.check_rank(owner, "inputs", inputs, 3)
-        mask = _backend.get_keras_mask(inputs) if mask is None else mask
+        mask = backend.get_keras_mask(inputs) if mask is None else mask
         v.check_shape(owner, "mask", mask, (batch, length))
         if self.mode == "first":
             return inputs[:, 0]

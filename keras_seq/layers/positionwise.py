@@ -11,7 +11,7 @@ TensorFlow and eager torch fold the axes themselves; `torch.compile` gains too
 import keras
 from keras import ops
 
-from keras_seq import _backend
+from keras_seq import backend
 
 
 def over_positions(product, x):
@@ -33,10 +33,11 @@ class PositionwiseDense(keras.layers.Dense):
     """
 
     def call(self, inputs, training=None):
-        if _backend.eager_ops():  # one product without Keras' dispatch (torch folds the axes itself)
-            outputs = _backend.affine(inputs, self.kernel, self.bias)
-            return outputs if self.activation is None else self.activation(outputs)
-        return over_positions(lambda rows: super(PositionwiseDense, self).call(rows, training=training), inputs)
+        return backend.dense(
+            self,
+            inputs,
+            lambda: over_positions(lambda rows: super(PositionwiseDense, self).call(rows, training=training), inputs),
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")

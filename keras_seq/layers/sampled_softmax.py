@@ -11,8 +11,8 @@ import math
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.layers.positionwise import over_positions
 from keras_seq.losses import target_nll
 
@@ -112,8 +112,17 @@ class SampledSoftmax(keras.layers.Layer):
         probabilistic language model".
     """
 
-    def __init__(self, vocabulary_size, num_sampled, sampler="log_uniform", ignore_index=None, seed=None,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        num_sampled,
+        sampler="log_uniform",
+        ignore_index=None,
+        seed=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         owner = v.owner_name(self)
         self.vocabulary_size = v.check_positive_int(owner, "vocabulary_size", vocabulary_size)
@@ -145,12 +154,14 @@ class SampledSoftmax(keras.layers.Layer):
         if len(targets_shape) != len(shape) - 1 or any(
             a is not None and b is not None and a != b for a, b in zip(targets_shape, shape[:-1])
         ):
-            v.fail(owner, "targets", f"integer ids of shape {shape[:-1]} (hidden's without D)", f"shape {targets_shape}")
+            v.fail(
+                owner, "targets", f"integer ids of shape {shape[:-1]} (hidden's without D)", f"shape {targets_shape}"
+            )
         v.check_ids_below(owner, "targets", targets, self.vocabulary_size)
 
     def call(self, hidden, targets=None, training=None, mask=None):
         if mask is None:
-            mask = _backend.get_keras_mask(hidden)
+            mask = backend.get_keras_mask(hidden)
         self._check_inputs(hidden, targets, mask)
         if targets is None:
             return self.full_logits(hidden)

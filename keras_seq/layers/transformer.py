@@ -11,8 +11,8 @@ square root, `(x - mean) / sqrt(var + eps)`.
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.layers._initializers import own_draw
 from keras_seq.layers._sublayers import call_sublayer
 from keras_seq.layers.dropout import Dropout
@@ -115,7 +115,7 @@ class _TransformerBlock(keras.layers.Layer):
         return x
 
     def _padding_mask(self, argument, mask, x):
-        mask = _backend.get_keras_mask(x) if mask is None else mask
+        mask = backend.get_keras_mask(x) if mask is None else mask
         if mask is not None:
             batch, length, _ = x.shape
             v.check_shape(v.owner_name(self), argument, mask, (batch, length))
@@ -237,21 +237,41 @@ class TransformerDecoderBlock(_TransformerBlock):
             )
         self._build_feed_forward(x_shape)
 
-    def call(self, x, encoder_outputs=None, decoder_padding_mask=None, encoder_padding_mask=None, cache=None,
-             cache_update_index=None, cache_rows=None, training=None, return_attention_scores=False,
-             cross_attention_cache=None, rows_per_source=1):
+    def call(
+        self,
+        x,
+        encoder_outputs=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        cache=None,
+        cache_update_index=None,
+        cache_rows=None,
+        training=None,
+        return_attention_scores=False,
+        cross_attention_cache=None,
+        rows_per_source=1,
+    ):
         cached = cache is not None or cross_attention_cache is not None
         self._check_call(x, encoder_outputs, cached, return_attention_scores, cross_attention_cache, rows_per_source)
         decoder_padding_mask = self._padding_mask("decoder_padding_mask", decoder_padding_mask, x)
-        self_attend = lambda h: self._self_attend(h, decoder_padding_mask, cache, cache_update_index, cache_rows, training)
+        self_attend = lambda h: self._self_attend(
+            h, decoder_padding_mask, cache, cache_update_index, cache_rows, training
+        )
         x, new_cache = self._residual(x, self.self_attention_norm, self_attend, self.self_attention_dropout, training)
         if self.has_cross_attention:
             encoder_padding_mask = self._padding_mask("encoder_padding_mask", encoder_padding_mask, encoder_outputs)
             cross_attend = lambda h: self._cross_attend(
-                h, encoder_outputs, encoder_padding_mask, cross_attention_cache, rows_per_source, training,
+                h,
+                encoder_outputs,
+                encoder_padding_mask,
+                cross_attention_cache,
+                rows_per_source,
+                training,
                 return_attention_scores,
             )
-            x, scores = self._residual(x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training)
+            x, scores = self._residual(
+                x, self.cross_attention_norm, cross_attend, self.cross_attention_dropout, training
+            )
         x = self._feed_forward(x, training)
         if return_attention_scores:
             return x, scores
@@ -281,25 +301,48 @@ class TransformerDecoderBlock(_TransformerBlock):
     def _self_attend(self, h, padding_mask, cache, cache_update_index, cache_rows, training):
         """Causal self-attention of `h`, through the cache when given: `(output, new cache or None)`."""
         result = call_sublayer(
-            self.self_attention, h, h, use_causal_mask=True, value_mask=padding_mask, cache=cache,
-            cache_update_index=cache_update_index, cache_rows=cache_rows, training=training,
+            self.self_attention,
+            h,
+            h,
+            use_causal_mask=True,
+            value_mask=padding_mask,
+            cache=cache,
+            cache_update_index=cache_update_index,
+            cache_rows=cache_rows,
+            training=training,
         )
         return result if cache is not None else (result, None)
 
-    def _cross_attend(self, h, encoder_outputs, encoder_padding_mask, key_value_cache, rows_per_source, training,
-                      return_attention_scores):
+    def _cross_attend(
+        self,
+        h,
+        encoder_outputs,
+        encoder_padding_mask,
+        key_value_cache,
+        rows_per_source,
+        training,
+        return_attention_scores,
+    ):
         """Attention of `h` over the encoder outputs (their keys and values from `key_value_cache` when given,
         each row of it attended to by `rows_per_source` rows of `h`): `(output, weights or None)`."""
         if key_value_cache is None:
             result = call_sublayer(
-                self.cross_attention, h, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+                self.cross_attention,
+                h,
+                encoder_outputs,
+                value_mask=encoder_padding_mask,
+                training=training,
                 return_attention_scores=return_attention_scores,
             )
             return result if return_attention_scores else (result, None)
         rows, length, width = ops.shape(h)
         queries = ops.reshape(h, (-1, rows_per_source * length, width))  # a source's rows side by side
         output, _ = call_sublayer(
-            self.cross_attention, queries, encoder_outputs, value_mask=encoder_padding_mask, training=training,
+            self.cross_attention,
+            queries,
+            encoder_outputs,
+            value_mask=encoder_padding_mask,
+            training=training,
             cache=key_value_cache,
         )
         return ops.reshape(output, (rows, length, width)), None

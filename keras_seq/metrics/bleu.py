@@ -34,7 +34,7 @@ _LOG_ZERO = -9999999999
 
 # mteval-v13a isolates these ASCII characters unconditionally. Apostrophe,
 # comma, hyphen and period are deliberately absent: they get context rules.
-_13A_ALWAYS_SPLIT = " !\"#$%&()*+/:;<=>?@[\\]^_`{|}~"
+_13A_ALWAYS_SPLIT = ' !"#$%&()*+/:;<=>?@[\\]^_`{|}~'
 _13A_ISOLATE = str.maketrans({c: f" {c} " for c in _13A_ALWAYS_SPLIT})
 # Keep "3.5" and "1,000" whole: split a period/comma only next to a
 # non-digit. The two passes must run in this order, as separate
@@ -79,11 +79,23 @@ def _split_13a(line):
 # symbols...) and U+2F81-U+2FA1 (inside the Kangxi radicals) instead. The
 # ranges here are the ones it applies, for the same scores.
 _ZH_RANGES = (
-    (0x2001, 0x2A6D), (0x2E80, 0x2EFF), (0x2F00, 0x2FDF),
-    (0x2FF0, 0x2FFF), (0x3000, 0x303F), (0x3100, 0x312F), (0x31A0, 0x31BF),
-    (0x31C0, 0x31EF), (0x3200, 0x33FF), (0x3400, 0x4DB5), (0x4E00, 0x9FBB),
-    (0xF900, 0xFA2D), (0xFA30, 0xFA6A), (0xFA70, 0xFAD9), (0xFE10, 0xFE1F),
-    (0xFE30, 0xFE4F), (0xFF00, 0xFFEF),
+    (0x2001, 0x2A6D),
+    (0x2E80, 0x2EFF),
+    (0x2F00, 0x2FDF),
+    (0x2FF0, 0x2FFF),
+    (0x3000, 0x303F),
+    (0x3100, 0x312F),
+    (0x31A0, 0x31BF),
+    (0x31C0, 0x31EF),
+    (0x3200, 0x33FF),
+    (0x3400, 0x4DB5),
+    (0x4E00, 0x9FBB),
+    (0xF900, 0xFA2D),
+    (0xFA30, 0xFA6A),
+    (0xFA70, 0xFAD9),
+    (0xFE10, 0xFE1F),
+    (0xFE30, 0xFE4F),
+    (0xFF00, 0xFFEF),
 )
 
 
@@ -177,7 +189,7 @@ def _count_ngrams(tokens):
     counts = collections.Counter()
     for n in range(1, _MAX_ORDER + 1):
         for start in range(len(tokens) - n + 1):
-            counts[tuple(tokens[start:start + n])] += 1
+            counts[tuple(tokens[start : start + n])] += 1
     return counts
 
 
@@ -201,8 +213,7 @@ def _segment_statistics(hyp_tokens, refs_tokens):
         totals[order] += count
         matches[order] += min(count, max_ref_counts[ngram])
 
-    ref_len = _closest_reference_length(
-        len(hyp_tokens), [len(ref_tokens) for ref_tokens in refs_tokens])
+    ref_len = _closest_reference_length(len(hyp_tokens), [len(ref_tokens) for ref_tokens in refs_tokens])
     return len(hyp_tokens), ref_len, matches, totals
 
 
@@ -233,8 +244,7 @@ def _score(hyp_len, ref_len, matches, totals):
         else:
             precisions[order] = 100.0 * matches[order] / totals[order]
 
-    return brevity_penalty * math.exp(
-        sum([_log(p) for p in precisions]) / _MAX_ORDER)
+    return brevity_penalty * math.exp(sum([_log(p) for p in precisions]) / _MAX_ORDER)
 
 
 def corpus_bleu(hypotheses, references, lowercase=False, tokenize="13a"):

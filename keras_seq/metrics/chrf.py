@@ -41,16 +41,12 @@ _EPS = 1e-16
 
 def _check_order(value, name):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(
-            f"corpus_chrf: {name} must be a non-negative int, got "
-            f"{describe(value)}."
-        )
+        raise ValueError(f"corpus_chrf: {name} must be a non-negative int, got {describe(value)}.")
     return int(value)
 
 
 def _check_beta(beta):
-    if (isinstance(beta, bool) or not isinstance(beta, numbers.Real)
-            or not beta >= 0 or beta == float("inf")):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not beta >= 0 or beta == float("inf"):
         raise ValueError(
             "corpus_chrf: beta must be a finite non-negative number (recall "
             f"weighs beta times as much as precision), got {describe(beta)}."
@@ -87,14 +83,12 @@ def _ngram_counters(segment, char_order, word_order, whitespace):
     """One Counter per order: char orders 1..char_order, then word orders."""
     chars = segment if whitespace else "".join(segment.split())
     counters = [
-        collections.Counter(chars[i:i + n] for i in range(len(chars) - n + 1))
-        for n in range(1, char_order + 1)
+        collections.Counter(chars[i : i + n] for i in range(len(chars) - n + 1)) for n in range(1, char_order + 1)
     ]
     if word_order > 0:
         words = _split_words(segment)
         counters += [
-            collections.Counter(
-                tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+            collections.Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
             for n in range(1, word_order + 1)
         ]
     return counters
@@ -120,18 +114,17 @@ def _match_statistics(hyp_counts, ref_counts):
 def _f_score(stats, beta, eps_smoothing):
     """chrF in [0, 100] from flat [hyp, ref, match] triples, one per order."""
     order = len(stats) // 3
-    factor = beta ** 2
+    factor = beta**2
     eps_score = 0.0
     avg_precision = avg_recall = 0.0
     effective_order = 0
     for i in range(order):
-        n_hyp, n_ref, n_match = stats[3 * i:3 * i + 3]
+        n_hyp, n_ref, n_match = stats[3 * i : 3 * i + 3]
         precision = n_match / n_hyp if n_hyp > 0 else _EPS
         recall = n_match / n_ref if n_ref > 0 else _EPS
         if eps_smoothing:
             denom = factor * precision + recall
-            eps_score += ((1 + factor) * precision * recall / denom
-                          if denom > 0 else _EPS)
+            eps_score += (1 + factor) * precision * recall / denom if denom > 0 else _EPS
         elif n_hyp > 0 and n_ref > 0:
             avg_precision += precision
             avg_recall += recall
@@ -150,8 +143,9 @@ def _f_score(stats, beta, eps_smoothing):
     return 100 * score
 
 
-def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
-                lowercase=False, whitespace=False, eps_smoothing=False):
+def corpus_chrf(
+    hypotheses, references, char_order=6, word_order=0, beta=2, lowercase=False, whitespace=False, eps_smoothing=False
+):
     """Computes corpus-level chrF (or chrF++) exactly as sacreBLEU does.
 
     Matches `sacrebleu.CHRF(char_order, word_order, beta, lowercase,
@@ -226,8 +220,7 @@ def corpus_chrf(hypotheses, references, char_order=6, word_order=0, beta=2,
     word_order = _check_order(word_order, "word_order")
     if char_order + word_order == 0:
         raise ValueError(
-            "corpus_chrf: char_order and word_order are both 0; expected at "
-            "least one n-gram order to score."
+            "corpus_chrf: char_order and word_order are both 0; expected at least one n-gram order to score."
         )
     beta = _check_beta(beta)
 

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from keras_seq import _backend
 from keras_seq import _validation as v
+from keras_seq import backend
 from keras_seq.losses import in_vocabulary, target_nll
 
 
@@ -33,7 +33,7 @@ class _MaskedTokenMetric(keras.metrics.Metric):
         v.check_shape(owner, "y_true", y_true, pred_shape[:-1])
         y_true = ops.cast(y_true, "int32")
         # The Keras mask of the predictions (e.g. a model's id-0 padding), read as Keras' own metrics do.
-        keras_mask = _backend.get_keras_mask(y_pred)
+        keras_mask = backend.get_keras_mask(y_pred)
         weights = ops.ones(ops.shape(y_true), "float32") if keras_mask is None else ops.cast(keras_mask, "float32")
         if self.ignore_index is not None:
             weights = weights * ops.cast(ops.not_equal(y_true, self.ignore_index), "float32")
@@ -67,7 +67,7 @@ class MaskedAccuracy(_MaskedTokenMetric):
 
     def _per_position(self, y_true, y_pred):
         known = in_vocabulary(y_true, y_pred.shape[-1])  # an id outside [0, V) is never the arg-max
-        return ops.cast(ops.logical_and(known, _backend.is_first_argmax(y_pred, ops.where(known, y_true, 0))), "float32")
+        return ops.cast(ops.logical_and(known, backend.is_first_argmax(y_pred, ops.where(known, y_true, 0))), "float32")
 
     def result(self):
         return ops.divide_no_nan(self.total, self.count)

@@ -11,17 +11,17 @@ import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
 from keras_seq.layers.dropout import Dropout
+from keras_seq.layers.embedding import ScaledEmbedding, TiedLogits
+from keras_seq.layers.input_feeding import InputFeedingDecoder
+from keras_seq.layers.masking import PaddingMaskFromIds
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import ConcatenateCondition, PositionwiseDense
 from keras_seq.layers.recurrent import CELLS, recurrent_layer, state_count
-from keras_seq.models.keras_workarounds import ArrayFeedModel
 from keras_seq.models.config import constructor_arguments, keep_parts
 from keras_seq.models.generative import GenerativeModel
-from keras_seq.layers.alignment_attention import ATTENTIONS, make_attention
-from keras_seq.layers.input_feeding import InputFeedingDecoder
-from keras_seq.layers.embedding import ScaledEmbedding, TiedLogits
-from keras_seq.layers.masking import PaddingMaskFromIds
+from keras_seq.models.keras_workarounds import ArrayFeedModel
 
 
 def _check_common(builder, vocabulary_size, embedding_dim, units, cell, num_layers):
@@ -178,29 +178,31 @@ class RNNLM(GenerativeModel):
         if not stateful:
             logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(token_ids, logits)
         super().__init__(inputs, logits, **kwargs)
-        keep_parts(self, config, embedding=embedding, recurrent_layers=layers, head=head, condition_layer=condition_layer)
+        keep_parts(
+            self, config, embedding=embedding, recurrent_layers=layers, head=head, condition_layer=condition_layer
+        )
 
     @property
     def decoding_vocabulary_size(self):
         return self._config["vocabulary_size"]
 
-    def _input_ids(self, inputs):
+    def decoding_input_ids(self, inputs):
         if self.condition_layer is None:
             return inputs
         if not isinstance(inputs, dict) or set(inputs) != {"token_ids", "condition"}:
             v.fail("RNNLM.generate", "inputs", 'a dict with "token_ids" and "condition"', type(inputs).__name__)
         return inputs["token_ids"]
 
-    def _decoding_start(self, inputs, max_length, start_id, copies):
-        inputs = self._repeated(inputs, copies)
-        prompt = self._input_ids(inputs)
-        ids, prompt_length = self._id_buffer(prompt, max_length)
+    def start_decoding(self, inputs, max_length, copies):
+        """Zero recurrent states `(B * copies, layers, states, units)`; the context is the condition, repeated for
+        the `copies` rows of each input row (None without one)."""
         config = self._config
-        states = (ops.shape(prompt)[0], config["num_layers"], state_count(config["cell"]), config["units"])
-        condition = None if self.condition_layer is None else inputs["condition"]
-        return ids, prompt_length, ops.zeros(states, self.embedding.compute_dtype), condition
+        rows = ops.shape(self.decoding_input_ids(inputs))[0] * copies
+        states = (rows, config["num_layers"], state_count(config["cell"]), config["units"])
+        condition = None if self.condition_layer is None else self._repeated(inputs["condition"], copies)
+        return ops.zeros(states, self.embedding.compute_dtype), condition
 
-    def _decoding_step(self, ids, cache, index, condition):
+    def decoding_step(self, ids, cache, index, condition, cache_rows=None, copies=1, weights=None):
         x = self.embedding(ids)
         if condition is not None:
             x = self.condition_layer(x, condition)
@@ -215,24 +217,46 @@ rnn_lm = RNNLM  # the builder is the class: `rnn_lm(...)` returns a `RNNLM`
 
 
 def _check_seq2seq_arguments(
-    source_vocabulary_size, target_vocabulary_size, embedding_dim, units, cell, attention, bidirectional_encoder, input_feeding,
-    dropout, tie_embeddings, share_embeddings,
+    source_vocabulary_size,
+    target_vocabulary_size,
+    embedding_dim,
+    units,
+    cell,
+    attention,
+    bidirectional_encoder,
+    input_feeding,
+    dropout,
+    tie_embeddings,
+    share_embeddings,
 ):
     owner = "rnn_seq2seq"
     _check_common(owner, source_vocabulary_size, embedding_dim, units, cell, 1)
     v.check_positive_int(owner, "target_vocabulary_size", target_vocabulary_size)
     v.check_probability(owner, "dropout", dropout)
     if tie_embeddings and units != embedding_dim:
-        v.fail(owner, "tie_embeddings", f"units == embedding_dim (the output layer reuses the {embedding_dim}-wide embeddings)",
-               f"True with units={units}")
+        v.fail(
+            owner,
+            "tie_embeddings",
+            f"units == embedding_dim (the output layer reuses the {embedding_dim}-wide embeddings)",
+            f"True with units={units}",
+        )
     if share_embeddings and source_vocabulary_size != target_vocabulary_size:
-        v.fail(owner, "share_embeddings", "equal source and target vocabulary sizes (one joint vocabulary)",
-               f"True with {source_vocabulary_size} and {target_vocabulary_size}")
+        v.fail(
+            owner,
+            "share_embeddings",
+            "equal source and target vocabulary sizes (one joint vocabulary)",
+            f"True with {source_vocabulary_size} and {target_vocabulary_size}",
+        )
     v.check_choice(owner, "attention", attention, (*ATTENTIONS, None))
     if input_feeding and attention is None:
         v.fail(owner, "attention", f"one of {ATTENTIONS} when input_feeding=True", "None")
     if attention == "luong_dot" and bidirectional_encoder:
-        v.fail(owner, "bidirectional_encoder", "False with attention='luong_dot' (the dot score needs keys as wide as the decoder state)", True)
+        v.fail(
+            owner,
+            "bidirectional_encoder",
+            "False with attention='luong_dot' (the dot score needs keys as wide as the decoder state)",
+            True,
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_seq")
@@ -289,9 +313,21 @@ class RNNSeq2Seq(GenerativeModel):
 
     _inputs_are_prompts = False
 
-    def __init__(self, source_vocabulary_size, target_vocabulary_size, embedding_dim=256, units=256, cell="gru",
-                 attention="bahdanau", bidirectional_encoder=True, input_feeding=False, dropout=0.0, tie_embeddings=False,
-                 share_embeddings=False, **kwargs):
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=256,
+        units=256,
+        cell="gru",
+        attention="bahdanau",
+        bidirectional_encoder=True,
+        input_feeding=False,
+        dropout=0.0,
+        tie_embeddings=False,
+        share_embeddings=False,
+        **kwargs,
+    ):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "rnn_seq2seq")
         _check_seq2seq_arguments(**config)
@@ -300,7 +336,11 @@ class RNNSeq2Seq(GenerativeModel):
         if bidirectional_encoder:
             encoder = keras.layers.Bidirectional(encoder, name="bidirectional_encoder")
         count = state_count(cell)
-        bridges = [keras.layers.Dense(units, activation="tanh", name=f"bridge_{i}") for i in range(count)] if bidirectional_encoder else []
+        bridges = (
+            [keras.layers.Dense(units, activation="tanh", name=f"bridge_{i}") for i in range(count)]
+            if bidirectional_encoder
+            else []
+        )
         if input_feeding:
             decoder = InputFeedingDecoder(cell, units, attention, name="decoder")
             attention_layer = decoder.attention
@@ -318,22 +358,37 @@ class RNNSeq2Seq(GenerativeModel):
         annotations = drop(annotations)
         initial_states = self._bridge(bridges, final_states)
         if input_feeding:
-            decoder_states, contexts, weights = decoder(drop(target_embedding(decoder_ids)), annotations, initial_states, source_mask)
+            decoder_states, contexts, weights = decoder(
+                drop(target_embedding(decoder_ids)), annotations, initial_states, source_mask
+            )
             logits = self._attentional_logits(combine, head, contexts, drop(decoder_states))
         else:
             decoder_states = decoder(drop(target_embedding(decoder_ids)), initial_state=initial_states)
-            logits, weights = self._readout(attention_layer, combine, head, drop(decoder_states), annotations, source_mask)
+            logits, weights = self._readout(
+                attention_layer, combine, head, drop(decoder_states), annotations, source_mask
+            )
         logits = PaddingMaskFromIds(dtype="float32", name="padding_mask")(decoder_ids, logits)
         inputs = {"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}
         super().__init__(inputs, logits, **kwargs)
 
-        keep_parts(self, config, source_embedding=source_embedding, target_embedding=target_embedding, encoder=encoder,
-                   bridges=bridges, decoder=decoder, attention_layer=attention_layer, combine=combine, head=head)
+        keep_parts(
+            self,
+            config,
+            source_embedding=source_embedding,
+            target_embedding=target_embedding,
+            encoder=encoder,
+            bridges=bridges,
+            decoder=decoder,
+            attention_layer=attention_layer,
+            combine=combine,
+            head=head,
+        )
         self._weights_model = None if weights is None else keras.Model(inputs, weights)
 
     @staticmethod
-    def _embeddings_and_head(source_vocabulary_size, target_vocabulary_size, embedding_dim, tie_embeddings, share_embeddings,
-                             **config):
+    def _embeddings_and_head(
+        source_vocabulary_size, target_vocabulary_size, embedding_dim, tie_embeddings, share_embeddings, **config
+    ):
         """Source and target embeddings (one table when shared) and the logits layer (tied: their table).
 
         No `mask_zero`: the encoder gets the source mask explicitly and the decoder runs
@@ -346,11 +401,16 @@ class RNNSeq2Seq(GenerativeModel):
             table = lambda size, name: ScaledEmbedding(size, embedding_dim, name=name)
         else:
             unit_variance = keras.initializers.RandomNormal(stddev=1.0)
-            table = lambda size, name: keras.layers.Embedding(size, embedding_dim, embeddings_initializer=unit_variance, name=name)
+            table = lambda size, name: keras.layers.Embedding(
+                size, embedding_dim, embeddings_initializer=unit_variance, name=name
+            )
         source = table(source_vocabulary_size, "source_embedding")
         target = source if share_embeddings else table(target_vocabulary_size, "target_embedding")
-        head = TiedLogits(target, name="logits") if tie_embeddings else PositionwiseDense(
-            target_vocabulary_size, dtype="float32", name="logits")
+        head = (
+            TiedLogits(target, name="logits")
+            if tie_embeddings
+            else PositionwiseDense(target_vocabulary_size, dtype="float32", name="logits")
+        )
         return source, target, head
 
     @staticmethod
@@ -359,16 +419,20 @@ class RNNSeq2Seq(GenerativeModel):
         if not bridges:
             return final_states
         half = len(final_states) // 2
-        return [bridge(ops.concatenate([f, b], axis=-1)) for bridge, f, b in zip(bridges, final_states[:half], final_states[half:])]
+        return [
+            bridge(ops.concatenate([f, b], axis=-1))
+            for bridge, f, b in zip(bridges, final_states[:half], final_states[half:])
+        ]
 
     @staticmethod
     def _readout(attention_layer, combine, head, states, annotations, mask, head_weights=None, projected_keys=None):
         """Logits from decoder states, through attention when there is one (weights or None). A decoding passes
-        its step weights (`_decoding_weights`) and the attention's `project_keys(annotations)`, made once."""
+        its step weights (`decoding_step_weights`) and the attention's `project_keys(annotations)`, made once."""
         if attention_layer is None:
             return head(states, **(head_weights or {})), None
-        context, weights = attention_layer(states, annotations, mask=mask, return_attention_scores=True,
-                                           projected_keys=projected_keys)
+        context, weights = attention_layer(
+            states, annotations, mask=mask, return_attention_scores=True, projected_keys=projected_keys
+        )
         return RNNSeq2Seq._attentional_logits(combine, head, context, states, head_weights), weights
 
     @staticmethod
@@ -390,18 +454,17 @@ class RNNSeq2Seq(GenerativeModel):
             v.fail("RNNSeq2Seq.attention_weights", "model", "attention='bahdanau' or 'luong'", "attention=None")
         return self._weights_model(inputs)
 
-    def _decoding_start(self, encoder_ids, max_length, start_id, copies):
+    def start_decoding(self, encoder_ids, max_length, copies):
         """Encodes each source once, and projects its annotations for the attention's scores once (`U_a h_j`),
-        then repeats them and its first states for its `copies` rows (beams)."""
+        then repeats them and its first states (the cache) for its `copies` rows (beams)."""
         mask = ops.not_equal(encoder_ids, 0)
         annotations, *final_states = self.encoder(self.source_embedding(encoder_ids), mask=mask)
         cache = ops.stack(self._bridge(self.bridges, final_states), axis=1)
-        ids, _ = self._id_buffer(ops.full((ops.shape(encoder_ids)[0] * copies, 1), start_id, "int32"), max_length)
         keys = () if self.attention_layer is None else (self.attention_layer.project_keys(annotations),)
         cache, annotations, mask, keys = self._repeated((cache, annotations, mask, keys), copies)
-        return ids, 1, cache, (annotations, mask, *keys)
+        return cache, (annotations, mask, *keys)
 
-    def _decoding_step(self, ids, cache, index, context, weights=None):
+    def decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
         annotations, mask, *projected = context
         keys = projected[0] if projected else None  # the attention's projected keys, when it has an attention
         states = list(ops.unstack(cache, axis=1))
@@ -414,7 +477,9 @@ class RNNSeq2Seq(GenerativeModel):
             logits, states = _step_loop(feed, self.target_embedding(ids), states)
             return logits, ops.stack(states, axis=1)
         states, new_states = _step_loop(self.decoder.cell, self.target_embedding(ids), states)
-        logits, _ = self._readout(self.attention_layer, self.combine, self.head, states, annotations, mask, weights, keys)
+        logits, _ = self._readout(
+            self.attention_layer, self.combine, self.head, states, annotations, mask, weights, keys
+        )
         return logits, ops.stack(new_states, axis=1)
 
 

@@ -1,20 +1,22 @@
-"""Transformer task models from the pre-norm blocks (Vaswani et al., 2017; Radford et al., 2018; Devlin et al., 2019)."""
+"""Transformer task models from the pre-norm blocks.
+
+Vaswani et al., 2017; Radford et al., 2018; Devlin et al., 2019."""
 
 import keras
 from keras import ops
 
 from keras_seq import _validation as v
+from keras_seq.layers._sublayers import call_in_step
+from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.embedding import POSITIONAL_KINDS, TiedLogits, TokenAndPositionEmbedding
 from keras_seq.layers.masking import PaddingMaskFromIds
-from keras_seq.layers.dropout import Dropout
 from keras_seq.layers.normalization import LayerNormalization
-from keras_seq.layers._sublayers import call_in_step
 from keras_seq.layers.pooling import SequencePooling
 from keras_seq.layers.positionwise import PositionwiseDense
 from keras_seq.layers.transformer import TransformerDecoderBlock, TransformerEncoderBlock
-from keras_seq.models.keras_workarounds import ArrayFeedModel
 from keras_seq.models.config import ConfigFromArguments, constructor_arguments, keep_parts
 from keras_seq.models.generative import GenerativeModel
+from keras_seq.models.keras_workarounds import ArrayFeedModel
 
 
 def _check_sizes(owner, num_heads, hidden_dim, **sizes):
@@ -24,15 +26,36 @@ def _check_sizes(owner, num_heads, hidden_dim, **sizes):
         v.fail(owner, "hidden_dim", f"a multiple of num_heads={num_heads}", hidden_dim)
 
 
-def _one_stack(model_name, block_class, prefix, mask_zero, vocabulary_size, sequence_length, num_layers, hidden_dim,
-               num_heads, intermediate_dim, dropout, norm_first, positional, tie_embeddings):
+def _one_stack(
+    model_name,
+    block_class,
+    prefix,
+    mask_zero,
+    vocabulary_size,
+    sequence_length,
+    num_layers,
+    hidden_dim,
+    num_heads,
+    intermediate_dim,
+    dropout,
+    norm_first,
+    positional,
+    tie_embeddings,
+):
     """A one-stack model's (the LM's, the MLM's) checked parts and graph: `(token_ids, logits, parts)`.
 
     `parts` holds the layers the model keeps as attributes (`keep_parts`): the token
     embedding, the blocks, the final norm and the logits head.
     """
-    _check_sizes(model_name, num_heads, hidden_dim, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
-                 num_layers=num_layers, intermediate_dim=intermediate_dim)
+    _check_sizes(
+        model_name,
+        num_heads,
+        hidden_dim,
+        vocabulary_size=vocabulary_size,
+        sequence_length=sequence_length,
+        num_layers=num_layers,
+        intermediate_dim=intermediate_dim,
+    )
     v.check_probability(model_name, "dropout", dropout)
     v.check_choice(model_name, "positional", positional, POSITIONAL_KINDS)
     embedding = TokenAndPositionEmbedding(
@@ -60,8 +83,11 @@ def _normalized(final_norm, h):
     return h if final_norm is None else final_norm(h)
 
 
-def _stack_features(token_ids, embedding, blocks, final_norm, dropout=None, dropout_name="embedding_dropout", **block_inputs):
-    """Features `(B, T, D)` of a stack: embedding, dropout (None: none), the blocks (each given `block_inputs`), the final norm.
+def _stack_features(
+    token_ids, embedding, blocks, final_norm, dropout=None, dropout_name="embedding_dropout", **block_inputs
+):
+    """Features `(B, T, D)` of a stack: embedding, dropout (None: none), the blocks (each given `block_inputs`), the
+    final norm.
 
     The one forward pass of every stack: the functional graphs train with it, and
     `TransformerSeq2Seq.encode` and `attention_weights` call it again on their own inputs.
@@ -84,16 +110,34 @@ def _empty_cache(batch, num_layers, max_length, num_heads, hidden_dim, dtype):
     return tuple(ops.zeros(shape, dtype) for _ in range(num_layers))
 
 
-def _cached_decoder_step(embedding, blocks, final_norm, head, ids, cache, index, cache_rows, weights=None,
-                         cross_caches=None, **encoder_inputs):
+def _cached_decoder_step(
+    embedding,
+    blocks,
+    final_norm,
+    head,
+    ids,
+    cache,
+    index,
+    cache_rows,
+    weights=None,
+    cross_caches=None,
+    **encoder_inputs,
+):
     """Logits of `ids` placed at `index`, adding their keys/values to each block's cache (`weights`: the model's
-    `_decoding_weights`; `cross_caches`: each block's precomputed cross-attention keys and values; `encoder_inputs`:
+    `decoding_step_weights`; `cross_caches`: each block's precomputed cross-attention keys and values; `encoder_inputs`:
     the blocks' encoder arguments)."""
     h = call_in_step(embedding, ids, start_index=index)
     layer_caches = []
     for block, layer_cache, cross_cache in zip(blocks, cache, cross_caches or (None,) * len(blocks)):
-        h, layer_cache = call_in_step(block, h, cache=layer_cache, cache_update_index=index, cache_rows=cache_rows,
-                                      cross_attention_cache=cross_cache, **encoder_inputs)
+        h, layer_cache = call_in_step(
+            block,
+            h,
+            cache=layer_cache,
+            cache_update_index=index,
+            cache_rows=cache_rows,
+            cross_attention_cache=cross_cache,
+            **encoder_inputs,
+        )
         layer_caches.append(layer_cache)
     if final_norm is not None:
         h = call_in_step(final_norm, h)
@@ -124,11 +168,23 @@ class TransformerLM(GenerativeModel):
     `keras_seq.models.transformer_lm` is this class.
     """
 
-    _decoding_reads_cache_rows = True
-    _decoding_cache_time_axis = 2
+    decoding_reads_cache_rows = True
+    decoding_cache_time_axis = 2
 
-    def __init__(self, vocabulary_size, sequence_length, num_layers=4, hidden_dim=256, num_heads=4, intermediate_dim=1024,
-                 dropout=0.0, norm_first=True, positional="learned", tie_embeddings=False, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        num_layers=4,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        dropout=0.0,
+        norm_first=True,
+        positional="learned",
+        tie_embeddings=False,
+        **kwargs,
+    ):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_lm")
         # Unmasked self-attention (the padding mask rides on the logits, see the class docstring).
@@ -142,21 +198,23 @@ class TransformerLM(GenerativeModel):
         return self._config["vocabulary_size"]
 
     @property
-    def _length_limits(self):
+    def decoding_length_limits(self):
         return None, self._config["sequence_length"]
 
-    def _decoding_start(self, prompt, max_length, start_id, copies):
+    def start_decoding(self, prompt, max_length, copies):
+        """Each block's empty key/value cache for the `copies` rows of each prompt; no context."""
         config = self._config
-        prompt = self._repeated(prompt, copies)
-        ids, prompt_length = self._id_buffer(prompt, max_length)
-        batch = ops.shape(prompt)[0]
         cache = _empty_cache(
-            batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
+            ops.shape(prompt)[0] * copies,
+            config["num_layers"],
+            max_length,
+            config["num_heads"],
+            config["hidden_dim"],
             self.token_embedding.compute_dtype,
         )
-        return ids, prompt_length, cache, None
+        return cache, None
 
-    def _decoding_step(self, ids, cache, index, context, cache_rows=None, weights=None):
+    def decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
         return _cached_decoder_step(
             self.token_embedding, self.blocks, self.final_norm, self.head, ids, cache, index, cache_rows, weights
         )
@@ -166,19 +224,38 @@ transformer_lm = TransformerLM  # the builder is the class: `transformer_lm(...)
 
 
 def _seq2seq_embeddings(
-    source_vocabulary_size, target_vocabulary_size, source_length, target_length, hidden_dim, positional, share_embeddings
+    source_vocabulary_size,
+    target_vocabulary_size,
+    source_length,
+    target_length,
+    hidden_dim,
+    positional,
+    share_embeddings,
 ):
     """The source and target `TokenAndPositionEmbedding`s: one shared layer when `share_embeddings`."""
     if not share_embeddings:
         return (
-            TokenAndPositionEmbedding(source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"),
-            TokenAndPositionEmbedding(target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"),
+            TokenAndPositionEmbedding(
+                source_vocabulary_size, source_length, hidden_dim, positional=positional, name="source_embedding"
+            ),
+            TokenAndPositionEmbedding(
+                target_vocabulary_size, target_length, hidden_dim, positional=positional, name="target_embedding"
+            ),
         )
     if source_vocabulary_size != target_vocabulary_size:
-        v.fail("transformer_seq2seq", "share_embeddings", f"one vocabulary (source_vocabulary_size == target_vocabulary_size, got "
-               f"{source_vocabulary_size} and {target_vocabulary_size})", share_embeddings)
+        v.fail(
+            "transformer_seq2seq",
+            "share_embeddings",
+            f"one vocabulary (source_vocabulary_size == target_vocabulary_size, got "
+            f"{source_vocabulary_size} and {target_vocabulary_size})",
+            share_embeddings,
+        )
     shared = TokenAndPositionEmbedding(
-        source_vocabulary_size, max(source_length, target_length), hidden_dim, positional=positional, name="shared_embedding"
+        source_vocabulary_size,
+        max(source_length, target_length),
+        hidden_dim,
+        positional=positional,
+        name="shared_embedding",
     )
     return shared, shared
 
@@ -202,25 +279,50 @@ class TransformerSeq2Seq(GenerativeModel):
     `keras_seq.models.transformer_seq2seq` is this class.
     """
 
-    _decoding_reads_cache_rows = True
-    _decoding_cache_time_axis = 2
-    _decoding_shares_context = True
+    decoding_reads_cache_rows = True
+    decoding_cache_time_axis = 2
+    decoding_shares_context = True
     _inputs_are_prompts = False
 
-    def __init__(self, source_vocabulary_size, target_vocabulary_size, source_length, target_length, num_layers=2,
-                 hidden_dim=256, num_heads=4, intermediate_dim=1024, dropout=0.1, norm_first=True, positional="sinusoidal",
-                 tie_embeddings=False, share_embeddings=False, **kwargs):
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        source_length,
+        target_length,
+        num_layers=2,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        dropout=0.1,
+        norm_first=True,
+        positional="sinusoidal",
+        tie_embeddings=False,
+        share_embeddings=False,
+        **kwargs,
+    ):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_seq2seq")
         owner = "transformer_seq2seq"
         _check_sizes(
-            owner, num_heads, hidden_dim, source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size, source_length=source_length,
-            target_length=target_length, num_layers=num_layers, intermediate_dim=intermediate_dim,
+            owner,
+            num_heads,
+            hidden_dim,
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            source_length=source_length,
+            target_length=target_length,
+            num_layers=num_layers,
+            intermediate_dim=intermediate_dim,
         )
         v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
         source_embedding, target_embedding = _seq2seq_embeddings(
-            source_vocabulary_size, target_vocabulary_size, source_length, target_length, hidden_dim, positional,
+            source_vocabulary_size,
+            target_vocabulary_size,
+            source_length,
+            target_length,
+            hidden_dim,
+            positional,
             share_embeddings,
         )
         stack = (num_layers, num_heads, intermediate_dim, dropout, norm_first)
@@ -230,21 +332,40 @@ class TransformerSeq2Seq(GenerativeModel):
 
         encoder_ids = keras.Input((None,), dtype="int32", name="encoder_inputs")
         decoder_ids = keras.Input((None,), dtype="int32", name="decoder_inputs")
-        encoder_outputs = _stack_features(encoder_ids, source_embedding, encoder_blocks, encoder_norm, dropout, "source_dropout")
-        logits = head(_stack_features(
-            decoder_ids, target_embedding, decoder_blocks, decoder_norm, dropout, "target_dropout", encoder_outputs=encoder_outputs
-        ))
+        encoder_outputs = _stack_features(
+            encoder_ids, source_embedding, encoder_blocks, encoder_norm, dropout, "source_dropout"
+        )
+        logits = head(
+            _stack_features(
+                decoder_ids,
+                target_embedding,
+                decoder_blocks,
+                decoder_norm,
+                dropout,
+                "target_dropout",
+                encoder_outputs=encoder_outputs,
+            )
+        )
         super().__init__({"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids}, logits, **kwargs)
 
-        keep_parts(self, config, source_embedding=source_embedding, encoder_blocks=encoder_blocks, encoder_norm=encoder_norm,
-                   target_embedding=target_embedding, decoder_blocks=decoder_blocks, decoder_norm=decoder_norm, head=head)
+        keep_parts(
+            self,
+            config,
+            source_embedding=source_embedding,
+            encoder_blocks=encoder_blocks,
+            encoder_norm=encoder_norm,
+            target_embedding=target_embedding,
+            decoder_blocks=decoder_blocks,
+            decoder_norm=decoder_norm,
+            head=head,
+        )
 
     @property
     def decoding_vocabulary_size(self):
         return self._config["target_vocabulary_size"]
 
     @property
-    def _length_limits(self):
+    def decoding_length_limits(self):
         return self._config["source_length"], self._config["target_length"]
 
     @property
@@ -254,7 +375,9 @@ class TransformerSeq2Seq(GenerativeModel):
     def encode(self, encoder_ids):
         """Encoder outputs `(B, S, D)` and the source padding mask `(B, S)`."""
         mask = ops.not_equal(encoder_ids, 0)
-        return _stack_features(encoder_ids, self.source_embedding, self.encoder_blocks, self.encoder_norm, padding_mask=mask), mask
+        return _stack_features(
+            encoder_ids, self.source_embedding, self.encoder_blocks, self.encoder_norm, padding_mask=mask
+        ), mask
 
     def attention_weights(self, inputs):
         """Cross-attention weights `(B, T, S)` of the last decoder block, averaged over heads.
@@ -270,30 +393,44 @@ class TransformerSeq2Seq(GenerativeModel):
         _, scores = last(h, encoder_outputs, return_attention_scores=True, **masks)
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 
-    def _decoding_start(self, encoder_ids, max_length, start_id, copies):
+    def start_decoding(self, encoder_ids, max_length, copies):
         """Encodes each source once and projects its cross-attention keys and values once per block: the
-        `copies` rows (beams) of a source read them together (`_decoding_shares_context`)."""
+        `copies` rows (beams) of a source read them together (`decoding_shares_context`)."""
         config = self._config
-        batch = ops.shape(encoder_ids)[0] * copies
-        ids, _ = self._id_buffer(ops.full((batch, 1), start_id, "int32"), max_length)
         cache = _empty_cache(
-            batch, config["num_layers"], max_length, config["num_heads"], config["hidden_dim"],
+            ops.shape(encoder_ids)[0] * copies,
+            config["num_layers"],
+            max_length,
+            config["num_heads"],
+            config["hidden_dim"],
             self.target_embedding.compute_dtype,
         )
         encoder_outputs, encoder_mask = self.encode(encoder_ids)
         cross_caches = tuple(block.cross_attention.key_value_cache(encoder_outputs) for block in self.decoder_blocks)
-        return ids, 1, cache, (encoder_outputs, encoder_mask, cross_caches)
+        return cache, (encoder_outputs, encoder_mask, cross_caches)
 
-    def _decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
+    def decoding_step(self, ids, cache, index, context, cache_rows=None, copies=1, weights=None):
         encoder_outputs, encoder_mask, cross_caches = context
         return _cached_decoder_step(
-            self.target_embedding, self.decoder_blocks, self.decoder_norm, self.head, ids, cache, index, cache_rows,
-            weights, cross_caches, encoder_outputs=encoder_outputs, encoder_padding_mask=encoder_mask,
+            self.target_embedding,
+            self.decoder_blocks,
+            self.decoder_norm,
+            self.head,
+            ids,
+            cache,
+            index,
+            cache_rows,
+            weights,
+            cross_caches,
+            encoder_outputs=encoder_outputs,
+            encoder_padding_mask=encoder_mask,
             rows_per_source=copies,
         )
 
 
-transformer_seq2seq = TransformerSeq2Seq  # the builder is the class: `transformer_seq2seq(...)` returns a `TransformerSeq2Seq`
+transformer_seq2seq = (
+    TransformerSeq2Seq  # the builder is the class: `transformer_seq2seq(...)` returns a `TransformerSeq2Seq`
+)
 
 
 def transformer_classifier(
@@ -317,14 +454,24 @@ def transformer_classifier(
     """
     owner = "transformer_classifier"
     _check_sizes(
-        owner, num_heads, hidden_dim, vocabulary_size=vocabulary_size, num_classes=num_classes,
-        sequence_length=sequence_length, num_layers=num_layers, intermediate_dim=intermediate_dim,
+        owner,
+        num_heads,
+        hidden_dim,
+        vocabulary_size=vocabulary_size,
+        num_classes=num_classes,
+        sequence_length=sequence_length,
+        num_layers=num_layers,
+        intermediate_dim=intermediate_dim,
     )
     v.check_choice(owner, "pooling", pooling, ("mean", "first"))
     v.check_choice(owner, "positional", positional, POSITIONAL_KINDS)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-    embedding = TokenAndPositionEmbedding(vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding")
-    blocks, final_norm = _stack(TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first)
+    embedding = TokenAndPositionEmbedding(
+        vocabulary_size, sequence_length, hidden_dim, positional=positional, name="token_embedding"
+    )
+    blocks, final_norm = _stack(
+        TransformerEncoderBlock, "encoder", num_layers, num_heads, intermediate_dim, dropout, norm_first
+    )
     h = _stack_features(token_ids, embedding, blocks, final_norm, dropout)
     h = SequencePooling(pooling, name=f"{pooling}_pooling")(h)
     h = Dropout(dropout, name="pooled_dropout")(h)
@@ -353,8 +500,20 @@ class TransformerMLM(ConfigFromArguments, ArrayFeedModel):
         for language understanding", section 3.1.
     """
 
-    def __init__(self, vocabulary_size, sequence_length, num_layers=4, hidden_dim=256, num_heads=4, intermediate_dim=1024,
-                 dropout=0.1, norm_first=True, positional="learned", tie_embeddings=False, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        num_layers=4,
+        hidden_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        dropout=0.1,
+        norm_first=True,
+        positional="learned",
+        tie_embeddings=False,
+        **kwargs,
+    ):
         config = constructor_arguments(locals())
         kwargs.setdefault("name", "transformer_mlm")
         token_ids, logits, parts = _one_stack("transformer_mlm", TransformerEncoderBlock, "encoder", True, **config)

@@ -1,9 +1,7 @@
-"""Keras callbacks for any `fit`: train to a budget, validate by decoding, roll back a non-finite loss;
-and the allocator setting that keeps a step's freed memory for the next step."""
+"""Keras callbacks for any `fit`: train to a budget, validate by decoding, roll back a non-finite loss."""
 
 from keras_seq.training.budget import TrainingBudget, WarmupLinearDecay
-from keras_seq.training.memory import keep_freed_memory
 from keras_seq.training.non_finite import NonFiniteGuard
 from keras_seq.training.validation import BestByValidation
 
-__all__ = ["TrainingBudget", "WarmupLinearDecay", "BestByValidation", "NonFiniteGuard", "keep_freed_memory"]
+__all__ = ["TrainingBudget", "WarmupLinearDecay", "BestByValidation", "NonFiniteGuard"]

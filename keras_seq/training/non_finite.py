@@ -12,8 +12,8 @@ class NonFiniteGuard(keras.callbacks.Callback):
 
     The weights and optimizer variables (not its learning rate, which a schedule or a
     callback owns) are copied at the start of training, once the optimizer has made its
-    variables, after each epoch and every `copy_every` seconds, when all are finite. A batch whose running loss is NaN or
-    infinite restores that copy, resets the running metrics and training goes on with
+    variables, after each epoch and every `copy_every` seconds, when all are finite. A batch whose running loss is
+    NaN or infinite restores that copy, resets the running metrics and training goes on with
     the next batch (the steps since the copy are lost, the data is not replayed).
     The `max_events`-th non-finite loss ends training with `ValueError` instead. Put it before any
     callback that saves the model, so that no checkpoint holds non-finite weights.
@@ -58,8 +58,11 @@ class NonFiniteGuard(keras.callbacks.Callback):
         for variable, value in zip(self._state_variables(model), optimizer_values):
             variable.assign(value)
         model.reset_metrics()
-        print(f"{self.name}: the loss was {float(loss)} at batch {batch}; rolled back to the last finite weights "
-              f"({self.events}; the run ends at {self.max_events})", flush=True)
+        print(
+            f"{self.name}: the loss was {float(loss)} at batch {batch}; rolled back to the last finite weights "
+            f"({self.events}; the run ends at {self.max_events})",
+            flush=True,
+        )
 
     @staticmethod
     def _state_variables(model):

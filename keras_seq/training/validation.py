@@ -5,8 +5,8 @@ import time
 import keras
 import numpy as np
 
-from keras_seq import _validation as v
 from keras_seq import _atomic as atomic
+from keras_seq import _validation as v
 
 
 class BestByValidation(keras.callbacks.Callback):
@@ -29,7 +29,9 @@ class BestByValidation(keras.callbacks.Callback):
     says what was restored at the end (`"best"`, `"average of K"` or `"last"`).
     """
 
-    def __init__(self, score, monitor, mode="max", patience=None, average_last=1, every_seconds=None, path=None, verbose=True):
+    def __init__(
+        self, score, monitor, mode="max", patience=None, average_last=1, every_seconds=None, path=None, verbose=True
+    ):
         super().__init__()
         if mode not in ("max", "min"):
             v.fail("BestByValidation", "mode", "'max' or 'min'", repr(mode))
@@ -68,7 +70,11 @@ class BestByValidation(keras.callbacks.Callback):
             self.model.stop_training = True
         if self.verbose:
             shown = ", ".join(f"{name} {value:.4g}" for name, value in scores.items())
-            print(f"validation: {shown} (best {self.monitor} {self.best:.4g}, {self.evaluations_without_gain} without gain)", flush=True)
+            print(
+                f"validation: {shown} (best {self.monitor} {self.best:.4g}, "
+                f"{self.evaluations_without_gain} without gain)",
+                flush=True,
+            )
         return scores
 
     def _save_best(self):
@@ -103,5 +109,8 @@ class BestByValidation(keras.callbacks.Callback):
             else:
                 self.model.set_weights(self.best_weights)
             if self.verbose:
-                print(f"validation: the average of the last {len(self._recent)} gives {self.monitor} {value:.4g}; "
-                      f"kept the {self.chosen}", flush=True)
+                print(
+                    f"validation: the average of the last {len(self._recent)} gives {self.monitor} {value:.4g}; "
+                    f"kept the {self.chosen}",
+                    flush=True,
+                )

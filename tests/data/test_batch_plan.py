@@ -13,8 +13,10 @@ def write_rows(directory, columns, variants=1):
         encoded = {}
         for name, by_variant in columns.items():
             rows = by_variant[variant]
-            encoded[name] = (np.concatenate([np.asarray(r, np.int64) for r in rows] + [np.zeros(0, np.int64)]),
-                             np.asarray([len(r) for r in rows]))
+            encoded[name] = (
+                np.concatenate([np.asarray(r, np.int64) for r in rows] + [np.zeros(0, np.int64)]),
+                np.asarray([len(r) for r in rows]),
+            )
         writer.append(variant, encoded)
     writer.close({})
     return prepared.Prepared(str(directory))
@@ -72,8 +74,9 @@ def test_batches_by_examples_hold_every_row_once_and_keep_the_old_count(data):
 @pytest.mark.parametrize("edges", [False, True])
 def test_token_batches_stay_within_the_budget_and_compile_few_shapes(data, edges):
     folder = data[0]
-    plan = batch_plan.BatchPlan(folder.lengths, folder.rows, seed=1, max_length=folder.longest, batch_tokens=600,
-                                pad_to_edges=edges)
+    plan = batch_plan.BatchPlan(
+        folder.lengths, folder.rows, seed=1, max_length=folder.longest, batch_tokens=600, pad_to_edges=edges
+    )
     lengths, shapes, seen = folder.lengths(), set(), []
     for index in range(plan.batch_count(0)):
         rows, width, padded_rows = plan.batch(0, index)
@@ -108,6 +111,20 @@ def test_a_position_is_reached_without_reading_the_batches_before(data):
     assert folder.rows_read - read_before == sum(len(plan.batch(1, i)[0]) for i in range(3, 7))
 
 
+def test_target_tokens_count_the_predicted_ids_of_a_batch_from_the_offsets(data):
+    from recipes.training_data import PreparedBatches
+
+    folder, source, target = data
+    plan = batch_plan.BatchPlan(folder.lengths, folder.rows, seed=3, max_length=folder.longest, batch_tokens=600)
+    batches = PreparedBatches(folder, plan, to_model_inputs=None, digest="d")
+    read_before = folder.rows_read
+    for position in [(0, 0), (0, 5), (1, 2)]:
+        rows = plan.batch(*position)[0]
+        assert folder.ids_in_rows("source", 0, rows) == sum(len(source[r]) for r in rows)
+        assert batches.target_tokens(position) == sum(len(target[r]) - 1 for r in rows)  # the start mark is fed
+    assert folder.rows_read == read_before  # counted from the offsets, no row read
+
+
 def test_each_process_reads_only_its_own_equal_part(data):
     folder = data[0]
     plan = batch_plan.BatchPlan(folder.lengths, folder.rows, seed=0, max_length=folder.longest, batch_size=33, parts=2)
@@ -126,8 +143,9 @@ def test_each_process_reads_only_its_own_equal_part(data):
 def test_variants_are_read_in_turn_by_epoch(tmp_path):
     rows = [random_rows(50, seed) for seed in (0, 1)]
     folder = write_rows(tmp_path / "p", {"ids": rows}, variants=2)
-    plan = batch_plan.BatchPlan(folder.lengths, folder.rows, seed=None, max_length=folder.longest, batch_size=50,
-                                variants=2)
+    plan = batch_plan.BatchPlan(
+        folder.lengths, folder.rows, seed=None, max_length=folder.longest, batch_size=50, variants=2
+    )
     stream = batch_plan.batches_from(folder, plan, (0, 0))
     for variant in (0, 1, 0):
         batch = next(stream)["ids"]

@@ -19,9 +19,15 @@ def test_splits_are_large_disjoint_and_follow_the_hash():
     splits = {split: corpora.software_en_fr(split) for split in corpora.SPLITS}
     assert sum(map(len, splits.values())) >= 8000 and all(len(pairs) >= 300 for pairs in splits.values())
     sources = {split: {s for s, _ in pairs} for split, pairs in splits.items()}
-    assert not (sources["train"] & sources["valid"]) and not (sources["train"] & sources["test"]) and not (sources["valid"] & sources["test"])
+    assert (
+        not (sources["train"] & sources["valid"])
+        and not (sources["train"] & sources["test"])
+        and not (sources["valid"] & sources["test"])
+    )
     assert all(build.split_of(s) == split for split, pairs in splits.items() for s, _ in pairs)
-    assert all(len(s) == len(set(s)) for s in ([x for x, _ in pairs] for pairs in splits.values()))  # one target per source
+    assert all(
+        len(s) == len(set(s)) for s in ([x for x, _ in pairs] for pairs in splits.values())
+    )  # one target per source
 
 
 def test_every_origin_has_its_provenance_and_licence():
@@ -49,7 +55,9 @@ def test_filtering_by_origin():
     django = corpora.software_en_fr("valid", origins=["django"])
     rest = corpora.software_en_fr("valid", exclude=["django"])
     assert django and len(django) + len(rest) == len(corpora.software_en_fr("valid"))
-    with pytest.raises(ValueError, match=r"software_en_fr: `split` expected one of \('train', 'valid', 'test'\), got 'dev'"):
+    with pytest.raises(
+        ValueError, match=r"software_en_fr: `split` expected one of \('train', 'valid', 'test'\), got 'dev'"
+    ):
         corpora.software_en_fr("dev")
     with pytest.raises(ValueError, match="`exclude` expected origins among"):
         corpora.software_en_fr("train", exclude=["nowhere"])
@@ -72,14 +80,18 @@ def mo_file(entries):
 
 
 def test_catalog_pairs_read_mo_files():
-    data = mo_file([
-        ("", "Content-Type: text/plain; charset=UTF-8\n"),
-        ("Delete %(name)s?", "Supprimer %(name)s ?"),
-        ("%d file\x00%d files", "%d fichier\x00%d fichiers"),
-        ("menu\x04Open", "Ouvrir"),
-    ])
+    data = mo_file(
+        [
+            ("", "Content-Type: text/plain; charset=UTF-8\n"),
+            ("Delete %(name)s?", "Supprimer %(name)s ?"),
+            ("%d file\x00%d files", "%d fichier\x00%d fichiers"),
+            ("menu\x04Open", "Ouvrir"),
+        ]
+    )
     assert build.catalog_pairs(data) == [
-        ("%d file", "%d fichier"), ("Delete %(name)s?", "Supprimer %(name)s ?"), ("Open", "Ouvrir"),
+        ("%d file", "%d fichier"),
+        ("Delete %(name)s?", "Supprimer %(name)s ?"),
+        ("Open", "Ouvrir"),
     ]
     with pytest.raises(ValueError, match="expected a GNU .mo file"):
         build.read_mo(b"\x00" * 28)
@@ -88,9 +100,14 @@ def test_catalog_pairs_read_mo_files():
 @pytest.mark.parametrize(
     "pair, expected",
     [
-        (("Use <b>--force</b> on  config.ini", "Utilisez <b>--force</b> sur config.ini"),
-         ("Use --force on config.ini", "Utilisez --force sur config.ini")),
-        (("Version 2.0 of {count} %(name)s", "Version 2.0 de {count} %(name)s"), ("Version 2.0 of {count} %(name)s", "Version 2.0 de {count} %(name)s")),
+        (
+            ("Use <b>--force</b> on  config.ini", "Utilisez <b>--force</b> sur config.ini"),
+            ("Use --force on config.ini", "Utilisez --force sur config.ini"),
+        ),
+        (
+            ("Version 2.0 of {count} %(name)s", "Version 2.0 de {count} %(name)s"),
+            ("Version 2.0 of {count} %(name)s", "Version 2.0 de {count} %(name)s"),
+        ),
         (("OK", "OK"), None),  # untranslated
         (("%s", "%s"), None),
         (("x", "y"), None),  # too short
@@ -127,24 +144,49 @@ def test_loc_workshop_en_is_real_prose_in_hashed_paragraphs():
 
 
 def test_prose_rows_keep_paragraphs_whole():
-    text = "The Project Gutenberg Etext of X\r\n\r\nOne line,  \r\nthe same paragraph.\r\n\r\n\r\nAnother.\r\n*End of The Project Gutenberg Etext of X\r\n"
+    text = (
+        "The Project Gutenberg Etext of X\r\n\r\nOne line,  \r\nthe same paragraph.\r\n\r\n\r\nAnother.\r\n"
+        "*End of The Project Gutenberg Etext of X\r\n"
+    )
     rows = build.prose_rows(text)
     first, second = "One line,\nthe same paragraph.", "Another."
-    assert rows == [(build.split_of(first), "One line,"), (build.split_of(first), "the same paragraph."), (build.split_of(first), ""),
-                    (build.split_of(second), "Another."), (build.split_of(second), "")]
+    assert rows == [
+        (build.split_of(first), "One line,"),
+        (build.split_of(first), "the same paragraph."),
+        (build.split_of(first), ""),
+        (build.split_of(second), "Another."),
+        (build.split_of(second), ""),
+    ]
 
 
 def test_sotu_addresses_are_split_whole_and_cleaned():
     addresses = {split: corpora.sotu_addresses(split) for split in corpora.SPLITS}
     assert sum(map(len, addresses.values())) == 233 and all(len(a) >= 10 for a in addresses.values())
     keys = {split: {(a["year"], a["president"]) for a in rows} for split, rows in addresses.items()}
-    assert not (keys["train"] & keys["valid"]) and not (keys["train"] & keys["test"]) and not (keys["valid"] & keys["test"])
-    assert all(build.split_of(f"{year} {president}", held_out=10) == split for split, k in keys.items() for year, president in k)
+    assert (
+        not (keys["train"] & keys["valid"])
+        and not (keys["train"] & keys["test"])
+        and not (keys["valid"] & keys["test"])
+    )
+    assert all(
+        build.split_of(f"{year} {president}", held_out=10) == split
+        for split, k in keys.items()
+        for year, president in k
+    )
     assert not any("(Applause" in a["text"] for rows in addresses.values() for a in rows)
 
 
 def test_address_rows_drop_audience_reactions():
-    rows = build.address_rows([{"year": 2000, "name": "A B", "party": "P", "text": "Thank you. (Applause.)  We will\u2014(applause)\u2014go on."}])
+    rows = build.address_rows(
+        [
+            {
+                "year": 2000,
+                "name": "A B",
+                "party": "P",
+                "text": "Thank you. (Applause.)  We will\u2014(applause)\u2014go on.",
+            }
+        ]
+    )
     assert rows == [(build.split_of("2000 A B", held_out=10), "2000", "A B", "P", "Thank you. We will go on.")]
 
 
@@ -167,7 +209,21 @@ def test_sotu_punctuation_tags_the_mark_after_each_word():
 def test_punctuation_tags_read_the_mark_after_each_word():
     text = 'Is it "war?" No, Sir: we (the people) shall \u2014 I trust \u2014 prevail; and win. "Yes!" 1,000,000 men.'
     assert corpora.punctuation_tags(text) == [
-        ("is", "O"), ("it", "O"), ("war", "QUESTION"), ("no", "COMMA"), ("sir", "COMMA"), ("we", "O"), ("the", "O"),
-        ("people", "O"), ("shall", "O"), ("i", "O"), ("trust", "O"), ("prevail", "PERIOD"), ("and", "O"),
-        ("win", "PERIOD"), ("yes", "PERIOD"), ("1,000,000", "O"), ("men", "PERIOD"),
+        ("is", "O"),
+        ("it", "O"),
+        ("war", "QUESTION"),
+        ("no", "COMMA"),
+        ("sir", "COMMA"),
+        ("we", "O"),
+        ("the", "O"),
+        ("people", "O"),
+        ("shall", "O"),
+        ("i", "O"),
+        ("trust", "O"),
+        ("prevail", "PERIOD"),
+        ("and", "O"),
+        ("win", "PERIOD"),
+        ("yes", "PERIOD"),
+        ("1,000,000", "O"),
+        ("men", "PERIOD"),
     ]

@@ -62,9 +62,9 @@ def test_labelled_lines_need_both_sides(write, content, line):
 def test_parallel_pairs_are_cleaned_and_counted(write):
     long_line = "word " * 1000
     content = (
-        "\ufeffI see.\tJe vois.\r\n"        # a byte order mark and CRLF line ends
+        "\ufeffI see.\tJe vois.\r\n"  # a byte order mark and CRLF line ends
         "\tonly a target\r\n"
-        "I see. \tJe vois.\r\n"              # a repeat once stripped
+        "I see. \tJe vois.\r\n"  # a repeat once stripped
         "We go.\tNous allons.\r\n"
         f"{long_line}\tun mot\r\n"
         "Open.\t \r\n"
@@ -112,7 +112,9 @@ def test_read_tagged(write):
     ]
 
 
-@pytest.mark.parametrize("content, line", [("The\tDET\ncat NOUN\n", 2), ("a\tDET\n\nb\tX\tY\n", 3), ("a\t \n", 1), ("\tDET\n", 1)])
+@pytest.mark.parametrize(
+    "content, line", [("The\tDET\ncat NOUN\n", 2), ("a\tDET\n\nb\tX\tY\n", 3), ("a\t \n", 1), ("\tDET\n", 1)]
+)
 def test_tagged_errors_name_the_line(write, content, line):
     with pytest.raises(ValueError, match=f"line {line}: expected `token<TAB>tag`"):
         loaders.read_tagged(write(content, "tags.txt"))

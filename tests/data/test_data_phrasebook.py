@@ -88,7 +88,12 @@ def test_adjectives_agree_and_take_their_place(pairs, english, french):
 
 @pytest.mark.parametrize(
     "subject, verb, expected",
-    [("We", "see", "Nous voyons"), ("They", "have", "Ils ont"), ("You", "want", "Tu veux"), ("She", "eats", "Elle mange")],
+    [
+        ("We", "see", "Nous voyons"),
+        ("They", "have", "Ils ont"),
+        ("You", "want", "Tu veux"),
+        ("She", "eats", "Elle mange"),
+    ],
 )
 def test_verbs_agree_with_the_subject(pairs, subject, verb, expected):
     found = [(e, f) for e, f in pairs[0] if e.startswith(f"{subject} {verb} ")]
@@ -116,8 +121,24 @@ def test_sentiment_labels_follow_negation_and_but():
     train, valid = phrasebook.sentiment_reviews(size=2000, valid_size=100)
     assert {label for label, _ in train} == {"positive", "negative"}
     polarity = {
-        **dict.fromkeys(("good", "great", "wonderful", "excellent", "lovely", "pleasant", "fantastic", "superb", "fine", "friendly"), True),
-        **dict.fromkeys(("bad", "terrible", "awful", "boring", "poor", "dull", "horrible", "disappointing", "rude", "slow"), False),
+        **dict.fromkeys(
+            (
+                "good",
+                "great",
+                "wonderful",
+                "excellent",
+                "lovely",
+                "pleasant",
+                "fantastic",
+                "superb",
+                "fine",
+                "friendly",
+            ),
+            True,
+        ),
+        **dict.fromkeys(
+            ("bad", "terrible", "awful", "boring", "poor", "dull", "horrible", "disappointing", "rude", "slow"), False
+        ),
     }
     checked = 0
     for label, review in train + valid:

@@ -13,7 +13,11 @@ UNSEEN = ["Ωmega ✓ 日本語 — naïve", "Delete %(name)s? Use --force on /e
 @pytest.fixture(scope="module")
 def corpus():
     train, _ = phrasebook.english_french_pairs(size=300, valid_size=10)
-    return [s for s, _ in train] + [t for _, t in train] + ["Cannot open %(name)s: file not found.", "Use --force to overwrite {count} files."] * 5
+    return (
+        [s for s, _ in train]
+        + [t for _, t in train]
+        + ["Cannot open %(name)s: file not found.", "Use --force to overwrite {count} files."] * 5
+    )
 
 
 @pytest.fixture(scope="module", params=["unigram", "bpe"])
@@ -31,7 +35,11 @@ def test_reserved_ids_are_those_of_the_word_vocabularies(vocab):
     assert vocab.tokens[: len(text.RESERVED)] == ["<pad>", "<s>", "</s>", "<unk>"]
     processor = reference(vocab)
     assert (processor.pad_id(), processor.bos_id(), processor.eos_id(), processor.unk_id()) == (
-        text.PAD, text.START, text.END, text.UNKNOWN)
+        text.PAD,
+        text.START,
+        text.END,
+        text.UNKNOWN,
+    )
     assert len(vocab) == processor.GetPieceSize() <= 400
 
 
@@ -120,8 +128,10 @@ def test_training_in_another_process_gives_the_same_model(corpus, model_type, tm
     import sys
 
     (tmp_path / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
-    program = ("import json, sys; from keras_seq.data.subword import SubwordVocabulary; "
-               f"texts = json.load(open({str(tmp_path / 'corpus.json')!r}, encoding='utf-8')); "
-               f"sys.stdout.write(SubwordVocabulary.train(texts, 400, {model_type!r}).get_config()['model'])")
+    program = (
+        "import json, sys; from keras_seq.data.subword import SubwordVocabulary; "
+        f"texts = json.load(open({str(tmp_path / 'corpus.json')!r}, encoding='utf-8')); "
+        f"sys.stdout.write(SubwordVocabulary.train(texts, 400, {model_type!r}).get_config()['model'])"
+    )
     other = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
     assert other == SubwordVocabulary.train(corpus, 400, model_type).get_config()["model"]

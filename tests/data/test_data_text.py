@@ -19,33 +19,84 @@ def strings(tensor):
 def test_word_tokens_split_punctuation_and_keep_apostrophes_on_the_left():
     # The French space before `?` is recorded in the mark's token (it used to be a bare "?").
     assert tokens(["L'école est fermée, n'est-ce pas ?"]) == [
-        ["L'", "école", "est", "fermée", ",", "n'", "est-ce", "pas", "\u202f?"]]
+        ["L'", "école", "est", "fermée", ",", "n'", "est-ce", "pas", "\u202f?"]
+    ]
     assert tokens(["Don't stop! (Really.)"]) == [["Don'", "t", "stop", "!", "(", "Really", ".", ")"]]
-    assert tokens(["«Bonjour», dit-il… ¿Qué? ¡Sí!"]) == [["«", "Bonjour", "»", ",", "dit-il", "…", "¿", "Qué", "?", "¡", "Sí", "!"]]
+    assert tokens(["«Bonjour», dit-il… ¿Qué? ¡Sí!"]) == [
+        ["«", "Bonjour", "»", ",", "dit-il", "…", "¿", "Qué", "?", "¡", "Sí", "!"]
+    ]
     assert tokens(["  spaced   out  ", ""]) == [["spaced", "out"], []]
     # Marks inside a word belong to it: file names, versions, placeholders stay one token.
     assert tokens(["Use --force on config.ini (v2.0): %(name)s."]) == [
-        ["Use", "--force", "on", "config.ini", "(", "v2.0", ")", ":", "%(name)s", "."]]
+        ["Use", "--force", "on", "config.ini", "(", "v2.0", ")", ":", "%(name)s", "."]
+    ]
     assert tokens(["Range [4..40] of %(amount).2f, ...or :param x"]) == [
-        ["Range", "[", "4..40", "]", "of", "%(amount).2f", ",", "...or", ":param", "x"]]
+        ["Range", "[", "4..40", "]", "of", "%(amount).2f", ",", "...or", ":param", "x"]
+    ]
     # Curly apostrophes elide too; a word's last apostrophe is a token of its own.
     assert tokens(["L’aide d’un ami. The users' files, 'rm' and ‘Save’."]) == [
-        ["L’", "aide", "d’", "un", "ami", ".", "The", "users", "'", "files", ",", "'rm", "'", "and", "‘", "Save", "’", "."]]
+        [
+            "L’",
+            "aide",
+            "d’",
+            "un",
+            "ami",
+            ".",
+            "The",
+            "users",
+            "'",
+            "files",
+            ",",
+            "'rm",
+            "'",
+            "and",
+            "‘",
+            "Save",
+            "’",
+            ".",
+        ]
+    ]
 
 
 def test_a_space_before_a_high_mark_is_recorded_only_where_written():
     assert tokens(["Attention : fichier introuvable ! Vraiment ?! Oui; non: ok?"]) == [
-        ["Attention", "\u202f:", "fichier", "introuvable", "\u202f!", "Vraiment", "\u202f?", "!",
-         "Oui", ";", "non", ":", "ok", "?"]]
-    assert tokens(["x :param", ": début", "« Oui » ?"]) == [["x", ":param"], [":", "début"], ["«", "Oui", "»", "\u202f?"]]
+        [
+            "Attention",
+            "\u202f:",
+            "fichier",
+            "introuvable",
+            "\u202f!",
+            "Vraiment",
+            "\u202f?",
+            "!",
+            "Oui",
+            ";",
+            "non",
+            ":",
+            "ok",
+            "?",
+        ]
+    ]
+    assert tokens(["x :param", ": début", "« Oui » ?"]) == [
+        ["x", ":param"],
+        [":", "début"],
+        ["«", "Oui", "»", "\u202f?"],
+    ]
 
 
 def test_unicode_spaces_are_plain_spaces():
     """U+00A0 and U+202F (French typography's no-break spaces) split like a space and come back as one."""
     sentences = ["«\u00a0Bonjour\u00a0»", "«\u202fOui\u202f» ?", "Attention\u00a0: 1\u202f000\u2009fichiers\u202f!"]
     assert tokens(sentences) == [
-        ["«", "Bonjour", "»"], ["«", "Oui", "»", "\u202f?"], ["Attention", "\u202f:", "1", "000", "fichiers", "\u202f!"]]
-    assert strings(text.detokenize(text.tokenize(sentences))) == ["« Bonjour »", "« Oui » ?", "Attention : 1 000 fichiers !"]
+        ["«", "Bonjour", "»"],
+        ["«", "Oui", "»", "\u202f?"],
+        ["Attention", "\u202f:", "1", "000", "fichiers", "\u202f!"],
+    ]
+    assert strings(text.detokenize(text.tokenize(sentences))) == [
+        "« Bonjour »",
+        "« Oui » ?",
+        "Attention : 1 000 fichiers !",
+    ]
 
 
 ROUND_TRIPS = [
@@ -131,7 +182,8 @@ def test_detokenize_spacing_table():
 
 
 def test_round_trip_of_real_interface_messages():
-    """The shipped English-French catalog strings: no mark moves, and all but a few (their own odd spacing) come back exactly."""
+    """The shipped English-French catalog strings: no mark moves, and all but a few (their own odd spacing) come back
+    exactly."""
     from keras_seq.data.corpora import software_en_fr
 
     sentences = [s for split in ("valid", "test") for pair in software_en_fr(split) for s in pair]
@@ -201,7 +253,11 @@ def test_reserved_ids_and_unknown_tokens():
     assert ids.to_list() == [[START, le, chien, voit, UNKNOWN, UNKNOWN, dot, END]]
     assert min(le, chien, voit, dot) >= 4
     table = vocabulary.lookup_table()
-    assert table.lookup(tf.constant(["chat", "zèbre", ""])).numpy().tolist() == [vocabulary.tokens.index("chat"), UNKNOWN, UNKNOWN]
+    assert table.lookup(tf.constant(["chat", "zèbre", ""])).numpy().tolist() == [
+        vocabulary.tokens.index("chat"),
+        UNKNOWN,
+        UNKNOWN,
+    ]
 
 
 def test_encode_ragged_rows():

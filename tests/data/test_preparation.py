@@ -27,8 +27,10 @@ def word_encode(chunk, vocab, variant):
     source = vocab.encode([s for s, _ in chunk])
     target = vocab.encode([t for _, t in chunk], add_start=True, add_end=True)
     keep = (source.row_lengths() <= 4).numpy()  # a --max-length of 4: "the cat number N" fits
-    return {"source": (source.flat_values.numpy(), source.row_lengths().numpy()),
-            "target": (target.flat_values.numpy(), target.row_lengths().numpy())}, keep
+    return {
+        "source": (source.flat_values.numpy(), source.row_lengths().numpy()),
+        "target": (target.flat_values.numpy(), target.row_lengths().numpy()),
+    }, keep
 
 
 def test_preparation_cleans_samples_and_encodes_what_it_keeps(tmp_path, capsys):
@@ -40,8 +42,18 @@ def test_preparation_cleans_samples_and_encodes_what_it_keeps(tmp_path, capsys):
         built["sample"] = sample
         return word_build(sample)
 
-    data = preparation.prepare(str(tmp_path / "prepared"), records, "test", build, word_encode, ("source", "target"),
-                               len, vocab_sample=100, seed=0, max_ratio=9.0)
+    data = preparation.prepare(
+        str(tmp_path / "prepared"),
+        records,
+        "test",
+        build,
+        word_encode,
+        ("source", "target"),
+        len,
+        vocab_sample=100,
+        seed=0,
+        max_ratio=9.0,
+    )
     left_out = data.manifest["left_out"]
     assert left_out == {"empty": 1, "length_ratio": 2, "duplicates": 1, "too_long": 1, "longer_than_max_length": 0}
     assert data.rows == 495 and data.manifest["vocabularies"]["joint"]["level"] == "word"
@@ -57,7 +69,10 @@ def test_preparation_cleans_samples_and_encodes_what_it_keeps(tmp_path, capsys):
     # The same seed draws the same sample; the stored files are read back alike by a new reader.
     again = preparation.sample(records, np.ones(500, bool), 100, seed=0)
     assert again == preparation.sample(records, np.ones(500, bool), 100, seed=0)
-    assert prepared.Prepared(data.directory).gather(0, [5])["source"][0].tolist() == vocab.encode([kept[5][0]]).flat_values.numpy().tolist()
+    assert (
+        prepared.Prepared(data.directory).gather(0, [5])["source"][0].tolist()
+        == vocab.encode([kept[5][0]]).flat_values.numpy().tolist()
+    )
 
 
 def test_clean_parallel_keeps_the_rules_of_the_streamed_scan():
@@ -72,13 +87,31 @@ def test_rows_past_the_longest_and_no_usable_rows(tmp_path):
     path = tmp_path / "long.tsv"
     path.write_text("one two three four five six\tun\nshort\tcourt\n", encoding="utf-8")
     records = lambda: loaders.streamed_parallel_tsv(str(path))
-    data = preparation.prepare(str(tmp_path / "p"), records, "test", word_build, word_encode, ("source", "target"), len,
-                               vocab_sample=10, seed=0)
+    data = preparation.prepare(
+        str(tmp_path / "p"),
+        records,
+        "test",
+        word_build,
+        word_encode,
+        ("source", "target"),
+        len,
+        vocab_sample=10,
+        seed=0,
+    )
     assert data.rows == 1 and data.manifest["left_out"]["longer_than_max_length"] == 1
     path.write_text("\tun\n", encoding="utf-8")
     with pytest.raises(ValueError, match="expected some usable examples, got none after cleaning .left out: 1 empty"):
-        preparation.prepare(str(tmp_path / "q"), records, "test", word_build, word_encode, ("source", "target"), len,
-                            vocab_sample=10, seed=0)
+        preparation.prepare(
+            str(tmp_path / "q"),
+            records,
+            "test",
+            word_build,
+            word_encode,
+            ("source", "target"),
+            len,
+            vocab_sample=10,
+            seed=0,
+        )
 
 
 def test_digests_follow_the_content(tmp_path):

@@ -23,7 +23,9 @@ def write_metadata(data_dir, name, splits, num_examples):
     builder = tfds.builder(name, data_dir=str(data_dir))
     infos = [
         tfds.core.SplitInfo(
-            name=split, shard_lengths=[num_examples], num_bytes=0,
+            name=split,
+            shard_lengths=[num_examples],
+            num_bytes=0,
             filename_template=tfds.core.ShardedFileTemplate(
                 data_dir=builder.data_dir, dataset_name=builder.name, split=split, filetype_suffix="tfrecord"
             ),

@@ -7,9 +7,8 @@ variable's partition spec under the sharded build (a list of mesh axes, None for
 
 import json
 
-import numpy as np
-
 import keras
+import numpy as np
 
 import keras_seq as ks
 from keras_seq.distribution import model_parallel
@@ -23,16 +22,26 @@ labels = rng.integers(1, VOCABULARY, (ROWS, LENGTH)).astype("int32")
 MODELS = {
     "transformer_seq2seq": (
         lambda: ks.models.transformer_seq2seq(VOCABULARY, VOCABULARY, LENGTH, LENGTH, **WIDTH),
-        {"encoder_inputs": ids, "decoder_inputs": ids[::-1].copy()}, labels,
+        {"encoder_inputs": ids, "decoder_inputs": ids[::-1].copy()},
+        labels,
     ),
     "transformer_seq2seq_tied": (
-        lambda: ks.models.transformer_seq2seq(VOCABULARY, VOCABULARY, LENGTH, LENGTH, tie_embeddings=True, share_embeddings=True, **WIDTH),
-        {"encoder_inputs": ids, "decoder_inputs": ids[::-1].copy()}, labels,
+        lambda: ks.models.transformer_seq2seq(
+            VOCABULARY, VOCABULARY, LENGTH, LENGTH, tie_embeddings=True, share_embeddings=True, **WIDTH
+        ),
+        {"encoder_inputs": ids, "decoder_inputs": ids[::-1].copy()},
+        labels,
     ),
     "transformer_lm": (lambda: ks.models.transformer_lm(VOCABULARY, LENGTH, **WIDTH), ids, labels),
-    "transformer_mlm": (lambda: ks.models.transformer_mlm(VOCABULARY, LENGTH, tie_embeddings=True, **WIDTH), ids, labels),
+    "transformer_mlm": (
+        lambda: ks.models.transformer_mlm(VOCABULARY, LENGTH, tie_embeddings=True, **WIDTH),
+        ids,
+        labels,
+    ),
     "transformer_classifier": (
-        lambda: ks.models.transformer_classifier(VOCABULARY, 4, LENGTH, **WIDTH), ids, labels[:, 0] % 4,
+        lambda: ks.models.transformer_classifier(VOCABULARY, 4, LENGTH, **WIDTH),
+        ids,
+        labels[:, 0] % 4,
     ),
 }
 
@@ -55,7 +64,14 @@ for name, (build, x, y) in MODELS.items():
     whole, whole_losses, _ = trained(build, x, y, None)
     vocabularies = [VOCABULARY, 4] if name == "transformer_classifier" else [VOCABULARY]
     split, split_losses, specs = trained(build, x, y, model_parallel(2, 4, 32, vocabularies))
-    print(json.dumps({
-        "model": name, "output_difference": float(np.abs(whole - split).max()),
-        "losses": whole_losses, "sharded_losses": split_losses, "specs": specs,
-    }))
+    print(
+        json.dumps(
+            {
+                "model": name,
+                "output_difference": float(np.abs(whole - split).max()),
+                "losses": whole_losses,
+                "sharded_losses": split_losses,
+                "specs": specs,
+            }
+        )
+    )

@@ -17,22 +17,36 @@ BACKEND = keras.backend.backend()
 # The mesh axes each kernel is split along under model_parallel(2) ("model" of a (4, 2) mesh; None: kept whole).
 COLUMN_PARALLEL, ROW_PARALLEL = [None, "model", None], ["model", None, None]
 EXPECTED_SPECS = {
-    "self_attention/query_kernel": COLUMN_PARALLEL, "self_attention/key_kernel": COLUMN_PARALLEL,
-    "self_attention/value_kernel": COLUMN_PARALLEL, "self_attention/output_kernel": ROW_PARALLEL,
+    "self_attention/query_kernel": COLUMN_PARALLEL,
+    "self_attention/key_kernel": COLUMN_PARALLEL,
+    "self_attention/value_kernel": COLUMN_PARALLEL,
+    "self_attention/output_kernel": ROW_PARALLEL,
     "self_attention/query_bias": ["model", None],
-    "feed_forward_inner/kernel": [None, "model"], "feed_forward_inner/bias": ["model"],
+    "feed_forward_inner/kernel": [None, "model"],
+    "feed_forward_inner/bias": ["model"],
     "feed_forward_output/kernel": ["model", None],
     "token_embedding/embeddings": ["model", None],
 }
-REPLICATED = ("self_attention/output_bias", "feed_forward_output/bias", "feed_forward_norm/gamma", "position_embeddings")
+REPLICATED = (
+    "self_attention/output_bias",
+    "feed_forward_output/bias",
+    "feed_forward_norm/gamma",
+    "position_embeddings",
+)
 
 
 def sharded_models():
     """The rows `sharded_models.py` prints, by model name (one subprocess for all: JAX starts once)."""
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPOSITORY,
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
-    result = subprocess.run([sys.executable, os.path.join(HERE, "sharded_models.py")], env=env, capture_output=True,
-                            text=True, timeout=900)
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "PYTHONPATH": REPOSITORY,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+    }
+    result = subprocess.run(
+        [sys.executable, os.path.join(HERE, "sharded_models.py")], env=env, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return {row["model"]: row for row in map(json.loads, result.stdout.strip().splitlines())}
 
@@ -41,7 +55,14 @@ def sharded_models():
 def test_each_model_split_over_two_devices_computes_as_one():
     rows = sharded_models()
     assert sorted(rows) == sorted(
-        ["transformer_seq2seq", "transformer_seq2seq_tied", "transformer_lm", "transformer_mlm", "transformer_classifier"])
+        [
+            "transformer_seq2seq",
+            "transformer_seq2seq_tied",
+            "transformer_lm",
+            "transformer_mlm",
+            "transformer_classifier",
+        ]
+    )
     for name, row in rows.items():
         assert row["output_difference"] < 1e-5, name
         assert row["sharded_losses"] == pytest.approx(row["losses"], rel=1e-5), name
@@ -89,8 +110,11 @@ def test_bad_layouts_and_sizes_are_named():
 
 def test_process_settings_come_from_arguments_then_the_environment():
     assert distribution.process_settings(environ={}) == (None, 1, 0)
-    environ = {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "10.0.0.1:1234", "KERAS_DISTRIBUTION_NUM_PROCESSES": "4",
-               "KERAS_DISTRIBUTION_PROCESS_ID": "3"}
+    environ = {
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES": "10.0.0.1:1234",
+        "KERAS_DISTRIBUTION_NUM_PROCESSES": "4",
+        "KERAS_DISTRIBUTION_PROCESS_ID": "3",
+    }
     assert distribution.process_settings(environ=environ) == ("10.0.0.1:1234", 4, 3)
     assert distribution.process_settings(process_id=1, environ=environ) == ("10.0.0.1:1234", 4, 1)
     torchrun_style = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9999", "WORLD_SIZE": "2", "RANK": "1"}

@@ -72,7 +72,9 @@ def test_values_default_to_keys_and_keras_mask_is_used(batch):
     ids_in = keras.Input((6,), dtype="int32")
     keys_in = keras.Input((6, 7))
     query_in = keras.Input((4, 5))
-    masked_keys = keras.layers.Masking(mask_value=0.0)(keras.layers.Multiply()([keys_in, keras.ops.expand_dims(keras.ops.cast(ids_in, "float32"), -1)]))
+    masked_keys = keras.layers.Masking(mask_value=0.0)(
+        keras.layers.Multiply()([keys_in, keras.ops.expand_dims(keras.ops.cast(ids_in, "float32"), -1)])
+    )
     model = keras.Model([query_in, keys_in, ids_in], layer(query_in, masked_keys))
     assert_close(model([query, keys, ids]), explicit, atol=1e-5)
 
@@ -118,7 +120,9 @@ def test_luong_scores(rng, batch, score, scale):
 )
 def test_model_contract(tmp_path, batch, make):
     query, keys, values, _ = batch
-    check_functional_model(make, [((4, 5), "float32"), ((6, 7), "float32"), ((6, 2), "float32")], [query, keys, values], tmp_path)
+    check_functional_model(
+        make, [((4, 5), "float32"), ((6, 7), "float32"), ((6, 2), "float32")], [query, keys, values], tmp_path
+    )
 
 
 @pytest.mark.parametrize("attention", [lambda: ks.layers.BahdanauAttention(16), lambda: ks.layers.LuongAttention()])
@@ -131,13 +135,20 @@ def test_attention_learns_to_look_up_a_key(rng, attention):
     query = keys[np.arange(n), target]
     q_in, k_in, v_in = keras.Input((width,)), keras.Input((length, width)), keras.Input((length, 1))
     model = keras.Model([q_in, k_in, v_in], attention()(q_in, k_in, v_in))
-    fit_reduces_loss(model, [query, keys, values], values[np.arange(n), target], "mse", epochs=60, factor=0.3, learning_rate=3e-2)
+    fit_reduces_loss(
+        model, [query, keys, values], values[np.arange(n), target], "mse", epochs=60, factor=0.3, learning_rate=3e-2
+    )
 
 
-@pytest.mark.parametrize("make", [
-    lambda: ks.layers.BahdanauAttention(8), lambda: ks.layers.BahdanauAttention(8, normalize=True),
-    lambda: ks.layers.LuongAttention("concat", units=8), lambda: ks.layers.LuongAttention("general"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ks.layers.BahdanauAttention(8),
+        lambda: ks.layers.BahdanauAttention(8, normalize=True),
+        lambda: ks.layers.LuongAttention("concat", units=8),
+        lambda: ks.layers.LuongAttention("general"),
+    ],
+)
 def test_keys_projected_once_serve_every_query(batch, make):
     """`project_keys` is the keys' term of the scores (`U_a h_j`, NumPy; the keys themselves for `general`), and a
     step-by-step caller that passes it as `projected_keys` gets the context and weights of a plain call."""
@@ -148,8 +159,9 @@ def test_keys_projected_once_serve_every_query(batch, make):
     expected = keys @ to_numpy(layer.key_kernel) if hasattr(layer, "key_kernel") else keys
     assert_close(projected, expected, atol=1e-5)
     for step in range(query.shape[1]):
-        step_context, step_weights = layer(query[:, step], keys, values, mask=mask, return_attention_scores=True,
-                                           projected_keys=projected)
+        step_context, step_weights = layer(
+            query[:, step], keys, values, mask=mask, return_attention_scores=True, projected_keys=projected
+        )
         assert_close(step_context, to_numpy(context)[:, step], atol=1e-5)
         assert_close(step_weights, to_numpy(weights)[:, step], atol=1e-5)
     with pytest.raises(ValueError, match=r"projected_keys.*shape \(3, 6, None\).*got shape \(3, 5, 8\)"):

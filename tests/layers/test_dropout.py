@@ -110,10 +110,10 @@ def test_numpy_threefry_gives_the_published_answers(key, counter, expected):
 def test_threefry_bits_equal_jax_random_bits(key, shape):
     import jax
 
-    from keras_seq import _threefry
+    from keras_seq.backend import threefry
 
     key = np.array(key, np.uint32)
-    bits = np.asarray(_threefry.bits(key, shape))
+    bits = np.asarray(threefry.bits(key, shape))
     np.testing.assert_array_equal(bits, np.asarray(jax.random.bits(key, shape)))
     first = numpy_threefry_2x32(tuple(int(k) for k in key), (0, 0))
     assert int(bits.flat[0]) == first[0] ^ first[1]
@@ -121,7 +121,7 @@ def test_threefry_bits_equal_jax_random_bits(key, shape):
     last = numpy_threefry_2x32(tuple(int(k) for k in key), (high, low))
     assert int(bits.flat[-1]) == last[0] ^ last[1]
     np.testing.assert_array_equal(
-        np.asarray(_threefry.bernoulli(key, 0.9, shape)), np.asarray(jax.random.bernoulli(key, 0.9, shape))
+        np.asarray(threefry.bernoulli(key, 0.9, shape)), np.asarray(jax.random.bernoulli(key, 0.9, shape))
     )
 
 
@@ -160,8 +160,14 @@ def test_unseeded_torch_dropout_keeps_where_a_uniform_draw_reaches_the_rate(rng,
     out = layer(inputs, training=True)
     mask = (uniforms.numpy() >= rate).astype("float32")
     assert out.dtype == x.dtype
-    np.testing.assert_allclose(out.detach().float().numpy(), (x.float().numpy() * mask / (1 - rate)), rtol=1e-2 if dtype == "bfloat16" else 1e-6)
+    np.testing.assert_allclose(
+        out.detach().float().numpy(),
+        (x.float().numpy() * mask / (1 - rate)),
+        rtol=1e-2 if dtype == "bfloat16" else 1e-6,
+    )
     out.float().sum().backward()
-    np.testing.assert_allclose(inputs.grad.float().numpy(), mask / (1 - rate), rtol=1e-2 if dtype == "bfloat16" else 1e-6)
+    np.testing.assert_allclose(
+        inputs.grad.float().numpy(), mask / (1 - rate), rtol=1e-2 if dtype == "bfloat16" else 1e-6
+    )
     torch.manual_seed(11)
     np.testing.assert_array_equal(layer(x, training=True).float().numpy(), out.detach().float().numpy())  # reproducible

@@ -21,10 +21,14 @@ def test_softmax_over_the_unmasked_keys_and_zeros_for_a_row_without_keys(rng):
     mask[0, 0] = True
     mask[1, 2] = False
     expected = np.where(mask, np.exp(scores - scores.max(-1, keepdims=True)), 0.0)
-    expected = np.divide(expected, expected.sum(-1, keepdims=True), out=np.zeros_like(expected), where=mask.any(-1, keepdims=True))
+    expected = np.divide(
+        expected, expected.sum(-1, keepdims=True), out=np.zeros_like(expected), where=mask.any(-1, keepdims=True)
+    )
     assert_close(masked_softmax(scores, mask), expected)
     assert_close(masked_softmax(scores), numpy_softmax(scores))
-    assert_close(masked_softmax(np.swapaxes(scores, 1, 2), np.swapaxes(mask, 1, 2), axis=1), np.swapaxes(expected, 1, 2))
+    assert_close(
+        masked_softmax(np.swapaxes(scores, 1, 2), np.swapaxes(mask, 1, 2), axis=1), np.swapaxes(expected, 1, 2)
+    )
 
 
 def test_a_single_key_gets_weight_one_without_keras_warning():

@@ -17,7 +17,7 @@ from layer_checks import assert_close, to_numpy
 from test_multi_head_attention import numpy_multi_head
 
 import keras_seq as ks
-from keras_seq import _backend
+from keras_seq import backend
 
 MultiHeadAttention = ks.layers.MultiHeadAttention
 
@@ -65,6 +65,45 @@ def test_compute_output_shape_is_the_output_shape(query_dims, value_dims, key_di
         assert tuple(layer.compute_output_shape(*shapes)) == tuple(output.shape)
 
 
+@pytest.mark.parametrize(
+    "query_dims, value_dims, key_dims, output_shape",
+    [  # Keras' own cases of time-axis attention, plus output widths given as an int and a 1-tuple
+        ((4, 8), (2, 8), None, None),
+        ((4, 8), (2, 8), (2, 3), None),
+        ((4, 8), (2, 8), None, 5),
+        ((4, 8), (2, 7), (2, 3), (6,)),
+        ((None, 8), (None, 8), (None, 3), None),
+    ],
+)
+def test_compute_output_shape_is_keras_output_shape(query_dims, value_dims, key_dims, output_shape):
+    kwargs = {"num_heads": 2, "key_dim": 2, "value_dim": 2, "output_shape": output_shape}
+    shapes = [None if dims is None else (7, *dims) for dims in (query_dims, value_dims, key_dims)]
+    expected = tuple(keras.layers.MultiHeadAttention(**kwargs).compute_output_shape(*shapes))
+    assert tuple(MultiHeadAttention(**kwargs).compute_output_shape(*shapes)) == expected
+
+
+@pytest.mark.parametrize(
+    "query_shape, value_shape, key_shape",
+    [  # Keras' `test_shape_mismatch_error` cases: the key and the value differ between the batch and the last axis
+        ((2, 4, 8), (2, 2, 7), (2,)),
+        ((2, 4, 8), (2, 2, 8), (2, 1, 7)),
+        ((2, 4, 2, 3, 8), (2, 1, 1, 5, 8), (2, 1, 15, 5, 2)),
+    ],
+)
+def test_compute_output_shape_rejects_keys_and_values_of_other_positions(query_shape, value_shape, key_shape):
+    with pytest.raises(ValueError, match=r"must be equal"):
+        keras.layers.MultiHeadAttention(num_heads=4, key_dim=2, value_dim=2).compute_output_shape(
+            query_shape, value_shape, key_shape
+        )
+    layer = MultiHeadAttention(num_heads=4, key_dim=2, value_dim=2, name="mha")
+    for as_given in (tuple, list):
+        with pytest.raises(ValueError, match=r"MultiHeadAttention 'mha': `key_shape` expected .*value_shape=") as info:
+            layer.compute_output_shape(as_given(query_shape), as_given(value_shape), as_given(key_shape))
+        assert f"key_shape={tuple(key_shape)}" in str(info.value)
+    with pytest.raises(ValueError, match=r"'mha': `(key|query)`"):  # rank 3 only: the rank-5 query fails first
+        layer(*(np.ones(shape, "float32") for shape in (query_shape, value_shape, key_shape)))
+
+
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
 @pytest.mark.parametrize("scores", [False, True])
 def test_symbolic_outputs_have_the_eager_shapes_and_dtypes(policy, scores):
@@ -85,7 +124,7 @@ def test_the_query_mask_is_the_output_mask():
     query_ids = np.array([[1, 2, 3, 0, 0], [3, 3, 1, 1, 2], [1, 0, 0, 0, 0]])
     query = keras.layers.Embedding(4, 8, mask_zero=True)(query_ids)
     output = layer(query, np.random.default_rng(0).normal(size=(3, 3, 8)).astype("float32"))
-    np.testing.assert_array_equal(to_numpy(_backend.get_keras_mask(output)), query_ids != 0)
+    np.testing.assert_array_equal(to_numpy(backend.get_keras_mask(output)), query_ids != 0)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -112,9 +151,21 @@ def test_attention_masks_of_every_documented_shape(scores):
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     causal = np.tril(np.ones((5, 5), bool))
-    shapes = [causal, causal[None], np.tile(causal[None], (2, 1, 1)), causal[None, None], np.tile(causal[None, None], (2, 2, 1, 1))]
-    outputs = [to_numpy(layer(x, x, attention_mask=m, return_attention_scores=scores)[0] if scores
-                        else layer(x, x, attention_mask=m)) for m in shapes]
+    shapes = [
+        causal,
+        causal[None],
+        np.tile(causal[None], (2, 1, 1)),
+        causal[None, None],
+        np.tile(causal[None, None], (2, 2, 1, 1)),
+    ]
+    outputs = [
+        to_numpy(
+            layer(x, x, attention_mask=m, return_attention_scores=scores)[0]
+            if scores
+            else layer(x, x, attention_mask=m)
+        )
+        for m in shapes
+    ]
     for output in outputs[1:]:
         assert_close(output, outputs[0], atol=1e-5)
     per_head = rng.random((2, 2, 5, 5)) < 0.6

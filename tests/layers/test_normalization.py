@@ -4,7 +4,6 @@ import pytest
 from layer_checks import BACKEND, assert_close, assert_config_round_trip, check_functional_model, to_numpy
 
 import keras_seq as ks
-from keras_seq import _backend
 
 
 def numpy_layer_norm(x, gamma, beta, epsilon):
@@ -41,9 +40,12 @@ def gradients_of_one_step(layer, x, projection):
     subtracts dL/dx from it, as it does dL/dgamma and dL/dbeta from the layer's weights.
     """
     rows, width = x.shape[0] * x.shape[1], x.shape[2]
-    holder = keras.layers.Dense(width, use_bias=False, kernel_initializer=keras.initializers.Constant(x.reshape(rows, width)))
-    head = keras.layers.Dense(projection.shape[1], use_bias=False, kernel_initializer=keras.initializers.Constant(projection),
-                              trainable=False)
+    holder = keras.layers.Dense(
+        width, use_bias=False, kernel_initializer=keras.initializers.Constant(x.reshape(rows, width))
+    )
+    head = keras.layers.Dense(
+        projection.shape[1], use_bias=False, kernel_initializer=keras.initializers.Constant(projection), trainable=False
+    )
     inputs = keras.Input((x.shape[1], rows))
     model = keras.Model(inputs, head(layer(holder(inputs))))
     model.compile(keras.optimizers.SGD(1.0), "mse")
@@ -66,14 +68,26 @@ def test_gradients_equal_keras_layer_normalization(rng):
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="the closed-form gradient is TensorFlow's path only")
 @pytest.mark.filterwarnings("ignore:You passed `rms_scaling=True`:UserWarning")  # Keras' deprecation, the case tested
-@pytest.mark.parametrize("kwargs, closed_form", [
-    (dict(), True), (dict(axis=2), True), (dict(axis=[-1]), True),
-    (dict(center=False), False), (dict(axis=1), False), (dict(rms_scaling=True), False), (dict(dtype="float64"), False),
-])
+@pytest.mark.parametrize(
+    "kwargs, closed_form",
+    [
+        (dict(), True),
+        (dict(axis=2), True),
+        (dict(axis=[-1]), True),
+        (dict(center=False), False),
+        (dict(axis=1), False),
+        (dict(rms_scaling=True), False),
+        (dict(dtype="float64"), False),
+    ],
+)
 def test_tensorflow_takes_the_closed_form_where_it_applies(rng, monkeypatch, kwargs, closed_form):
     calls = []
-    original = _backend.tf_layer_normalization
-    monkeypatch.setattr(_backend, "tf_layer_normalization", lambda *args: calls.append(args) or original(*args))
+    from keras_seq.backend import tensorflow as tensorflow_backend
+
+    original = tensorflow_backend.closed_form_layer_normalization
+    monkeypatch.setattr(
+        tensorflow_backend, "closed_form_layer_normalization", lambda *args: calls.append(args) or original(*args)
+    )
     layer = ks.layers.LayerNormalization(**kwargs)
     layer(rng.normal(size=(2, 3, 4)).astype(kwargs.get("dtype", "float32")))
     assert len(calls) == int(closed_form)
@@ -106,6 +120,10 @@ def test_mixed_precision_outputs_the_compute_dtype_like_keras(rng, policy):
 
 
 def test_model_contract(tmp_path, rng):
-    layer = check_functional_model(lambda dtype=None: ks.layers.LayerNormalization(epsilon=1e-5, dtype=dtype),
-                                   [((3, 8), "float32")], [rng.normal(size=(2, 3, 8)).astype("float32")], tmp_path)
+    layer = check_functional_model(
+        lambda dtype=None: ks.layers.LayerNormalization(epsilon=1e-5, dtype=dtype),
+        [((3, 8), "float32")],
+        [rng.normal(size=(2, 3, 8)).astype("float32")],
+        tmp_path,
+    )
     assert type(assert_config_round_trip(layer.layers[-1])) is ks.layers.LayerNormalization

@@ -37,7 +37,9 @@ def test_keras_mask_is_used_and_model_contract(tmp_path, padded):
     table = to_numpy(embedding.embeddings)
     assert_close(model(ids), np.stack([table[[1, 2, 3]].mean(0), table[4]]))
     x, _ = padded
-    check_functional_model(lambda dtype=None: ks.layers.SequencePooling("mean", dtype=dtype), [((5, 4), "float32")], [x], tmp_path)
+    check_functional_model(
+        lambda dtype=None: ks.layers.SequencePooling("mean", dtype=dtype), [((5, 4), "float32")], [x], tmp_path
+    )
 
 
 def test_bad_inputs_raise_value_errors(padded):

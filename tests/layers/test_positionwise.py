@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from layer_checks import assert_close, check_functional_model, to_numpy
 
-from keras_seq import _backend
+from keras_seq import backend
 from keras_seq.layers.positionwise import PositionwiseDense, over_positions
 
 
@@ -80,7 +80,7 @@ def test_keeps_the_input_mask_and_dense_configuration():
         k: v for k, v in keras.layers.Dense(3, activation="tanh", use_bias=False).get_config().items() if k != "name"
     }
     hidden = keras.layers.Embedding(10, 4, mask_zero=True)(np.array([[3, 0]]))
-    np.testing.assert_array_equal(to_numpy(_backend.get_keras_mask(layer(hidden))), [[True, False]])
+    np.testing.assert_array_equal(to_numpy(backend.get_keras_mask(layer(hidden))), [[True, False]])
 
 
 def test_over_positions_folds_leading_axes_only(rng):
@@ -116,13 +116,15 @@ def test_inputs_of_unknown_feature_size_in_a_tensorflow_graph(rng):
     [((3, 4, 8), (8, 6), 1), ((3, 4, 8), (8, 2, 3), 1), ((3, 4, 2, 3), (2, 3, 5), 2), ((5, 8), (8, 6), 1)],
 )
 def test_affine_contracts_the_kernels_leading_axes(rng, x_shape, kernel_shape, contracted_axes, use_bias):
-    """`_backend.affine` against `np.tensordot` plus the bias, with the kernel a variable as layers hold it."""
+    """`backend.affine` against `np.tensordot` plus the bias, with the kernel a variable as layers hold it."""
     x = rng.normal(size=x_shape).astype("float32")
     kernel = rng.normal(size=kernel_shape).astype("float32")
     bias = rng.normal(size=kernel_shape[contracted_axes:]).astype("float32") if use_bias else None
     expected = np.tensordot(x, kernel, axes=contracted_axes) + (0 if bias is None else bias)
-    actual = _backend.affine(
-        keras.ops.convert_to_tensor(x), keras.Variable(kernel), None if bias is None else keras.Variable(bias),
+    actual = backend.affine(
+        keras.ops.convert_to_tensor(x),
+        keras.Variable(kernel),
+        None if bias is None else keras.Variable(bias),
         contracted_axes=contracted_axes,
     )
     assert tuple(actual.shape) == expected.shape
@@ -133,7 +135,7 @@ def test_affine_of_mixed_dtypes_promotes_as_keras_ops(rng):
     """A float16 input against a float32 kernel gives what `keras.ops.matmul` gives: float32."""
     x = rng.normal(size=(2, 3, 4)).astype("float16")
     kernel = rng.normal(size=(4, 5)).astype("float32")
-    actual = _backend.affine(keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(kernel))
+    actual = backend.affine(keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(kernel))
     assert keras.backend.standardize_dtype(actual.dtype) == "float32"
     assert_close(actual, x.astype("float32") @ kernel, atol=1e-3)
 

@@ -109,7 +109,9 @@ def test_padded_batch_gives_the_states_of_unpadded_runs(rng, cell_class):
 def test_bidirectional_and_model_contract(tmp_path, rng, cell_class):
     x = rng.normal(size=(2, 5, 4)).astype("float32")
     check_functional_model(
-        lambda dtype=None: keras.layers.Bidirectional(keras.layers.RNN(cell_class(6, dtype=dtype), return_sequences=True), dtype=dtype),
+        lambda dtype=None: keras.layers.Bidirectional(
+            keras.layers.RNN(cell_class(6, dtype=dtype), return_sequences=True), dtype=dtype
+        ),
         [((5, 4), "float32")],
         [x],
         tmp_path,
@@ -123,7 +125,15 @@ def test_cell_learns_to_remember_the_first_input(rng, cell_class):
     y = (x[:, 0, 0] > 0).astype("float32")[:, None]
     inputs = keras.Input((12, 2))
     outputs = keras.layers.Dense(1)(keras.layers.RNN(cell_class(16))(inputs))
-    fit_reduces_loss(keras.Model(inputs, outputs), x, y, keras.losses.BinaryCrossentropy(from_logits=True), epochs=40, factor=0.5, learning_rate=3e-2)
+    fit_reduces_loss(
+        keras.Model(inputs, outputs),
+        x,
+        y,
+        keras.losses.BinaryCrossentropy(from_logits=True),
+        epochs=40,
+        factor=0.5,
+        learning_rate=3e-2,
+    )
 
 
 def test_bad_arguments_raise_value_errors():
@@ -191,8 +201,7 @@ def test_keras_built_in_cells_compute_the_published_equations(rng, name, referen
 @pytest.mark.parametrize("name", ["rnn", "gru", "lstm", "peephole_lstm", "coupled_lstm"])
 def test_step_cell_matches_the_whole_sequence_layer(rng, name):
     """`make_cell` (step-by-step decoding) and `recurrent_layer` (training) compute the same recurrence."""
-    from keras_seq.layers.recurrent import make_cell
-    from keras_seq.layers.recurrent import recurrent_layer
+    from keras_seq.layers.recurrent import make_cell, recurrent_layer
 
     x = rng.normal(size=(3, 6, 4)).astype("float32")
     layer = recurrent_layer(name, 5, return_sequences=True)

@@ -40,17 +40,24 @@ def residual(block, x, norm, sublayer):
 
 
 def numpy_encoder_block(block, x, mask):
-    x = residual(block, x, block.self_attention_norm, lambda h: numpy_attention_sublayer(block.self_attention, h, h, mask))
+    x = residual(
+        block, x, block.self_attention_norm, lambda h: numpy_attention_sublayer(block.self_attention, h, h, mask)
+    )
     return residual(block, x, block.feed_forward_norm, lambda h: numpy_feed_forward(block, h))
 
 
 def numpy_decoder_block(block, x, encoder_outputs, encoder_mask):
     length = x.shape[1]
     causal = np.tril(np.ones((length, length), bool))[None]
-    x = residual(block, x, block.self_attention_norm, lambda h: numpy_attention_sublayer(block.self_attention, h, h, causal))
+    x = residual(
+        block, x, block.self_attention_norm, lambda h: numpy_attention_sublayer(block.self_attention, h, h, causal)
+    )
     cross_mask = np.broadcast_to(encoder_mask[:, None, :], (x.shape[0], length, encoder_mask.shape[1]))
     x = residual(
-        block, x, block.cross_attention_norm, lambda h: numpy_attention_sublayer(block.cross_attention, h, encoder_outputs, cross_mask)
+        block,
+        x,
+        block.cross_attention_norm,
+        lambda h: numpy_attention_sublayer(block.cross_attention, h, encoder_outputs, cross_mask),
     )
     return residual(block, x, block.feed_forward_norm, lambda h: numpy_feed_forward(block, h))
 
@@ -95,15 +102,23 @@ def test_decoder_block_matches_numpy_and_cache_equals_full_pass(rng):
     cache = keras.ops.zeros((2, 2, 5, 2, 4))
     steps = []
     for t in range(5):
-        out, cache = block(x[:, t : t + 1], encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache, cache_update_index=t)
+        out, cache = block(
+            x[:, t : t + 1], encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache, cache_update_index=t
+        )
         steps.append(to_numpy(out))
     assert_close(np.concatenate(steps, 1), full, atol=1e-4)
     # The encoder outputs' keys and values projected once give the same steps.
     cross_cache = block.cross_attention.key_value_cache(encoder_outputs)
     cache = keras.ops.zeros((2, 2, 5, 2, 4))
     for t in range(5):
-        out, cache = block(x[:, t : t + 1], encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache,
-                           cache_update_index=t, cross_attention_cache=cross_cache)
+        out, cache = block(
+            x[:, t : t + 1],
+            encoder_outputs,
+            encoder_padding_mask=encoder_mask,
+            cache=cache,
+            cache_update_index=t,
+            cross_attention_cache=cross_cache,
+        )
         assert_close(out, steps[t], atol=1e-5)
 
 
@@ -120,16 +135,36 @@ def test_rows_of_a_source_read_its_cross_attention_cache_together_as_if_repeated
     for length in (1, 4):  # one step, then a prefix read at once
         steps = x[:, :length]
         cache = keras.ops.zeros((sources * beams, 2, 4, 2, 4))
-        expected, _ = block(steps, repeated[0], encoder_padding_mask=repeated[1], cache=cache, cache_update_index=0,
-                            cross_attention_cache=block.cross_attention.key_value_cache(repeated[0]))
-        grouped, _ = block(steps, encoder_outputs, encoder_padding_mask=encoder_mask, cache=cache, cache_update_index=0,
-                           cross_attention_cache=block.cross_attention.key_value_cache(encoder_outputs), rows_per_source=beams)
+        expected, _ = block(
+            steps,
+            repeated[0],
+            encoder_padding_mask=repeated[1],
+            cache=cache,
+            cache_update_index=0,
+            cross_attention_cache=block.cross_attention.key_value_cache(repeated[0]),
+        )
+        grouped, _ = block(
+            steps,
+            encoder_outputs,
+            encoder_padding_mask=encoder_mask,
+            cache=cache,
+            cache_update_index=0,
+            cross_attention_cache=block.cross_attention.key_value_cache(encoder_outputs),
+            rows_per_source=beams,
+        )
         assert_close(grouped, expected, atol=1e-5)
         assert_close(expected, numpy_decoder_block(block, steps, *repeated)[:, :length], atol=1e-4)
     # Rows 0-2 read source 0: the sources reversed change the output.
     shuffled = encoder_outputs[::-1]
-    wrong, _ = block(x[:, :1], shuffled, encoder_padding_mask=encoder_mask[::-1], cache=cache, cache_update_index=0,
-                     cross_attention_cache=block.cross_attention.key_value_cache(shuffled), rows_per_source=beams)
+    wrong, _ = block(
+        x[:, :1],
+        shuffled,
+        encoder_padding_mask=encoder_mask[::-1],
+        cache=cache,
+        cache_update_index=0,
+        cross_attention_cache=block.cross_attention.key_value_cache(shuffled),
+        rows_per_source=beams,
+    )
     assert not np.allclose(to_numpy(wrong), to_numpy(grouped[:, :1]), atol=1e-3)
 
 
@@ -229,21 +264,51 @@ def test_bad_inputs_raise_value_errors(rng):
     cases = [
         (lambda: ks.layers.TransformerEncoderBlock(3, 16)(x), r"TransformerEncoderBlock.*divisible by num_heads=3"),
         (lambda: ks.layers.TransformerEncoderBlock(2, 16)(x[0]), r"x.*rank 3"),
-        (lambda: ks.layers.TransformerEncoderBlock(2, 16)(x, padding_mask=np.ones((2, 5), bool)), r"padding_mask.*\(2, 6\)"),
-        (lambda: ks.layers.TransformerEncoderBlock(2, 16)(x, attention_mask=np.ones((2, 6, 5), bool)), r"attention_mask.*\(2, 6, 6\)"),
+        (
+            lambda: ks.layers.TransformerEncoderBlock(2, 16)(x, padding_mask=np.ones((2, 5), bool)),
+            r"padding_mask.*\(2, 6\)",
+        ),
+        (
+            lambda: ks.layers.TransformerEncoderBlock(2, 16)(x, attention_mask=np.ones((2, 6, 5), bool)),
+            r"attention_mask.*\(2, 6, 6\)",
+        ),
         (lambda: ks.layers.TransformerEncoderBlock(2, 0), r"intermediate_dim.*positive integer"),
         (lambda: ks.layers.TransformerEncoderBlock(2, 16, activation="no-such"), r"activation"),
         (lambda: ks.layers.TransformerEncoderBlock(2, 16, layer_norm_epsilon=0), r"layer_norm_epsilon.*positive"),
-        (lambda: encoder_only(x, x), r"TransformerDecoderBlock.*encoder_outputs.*without cross-attention; use a new block"),
+        (
+            lambda: encoder_only(x, x),
+            r"TransformerDecoderBlock.*encoder_outputs.*without cross-attention; use a new block",
+        ),
         (lambda: with_cross_attention(x), r"encoder_outputs.*expected encoder outputs.*got NoneType"),
-        (lambda: ks.layers.TransformerDecoderBlock(2, 16)(x, x, encoder_padding_mask=np.ones((2, 3), bool)), r"encoder_padding_mask.*\(2, 6\)"),
-        (lambda: with_cross_attention(x, x, rows_per_source=2), r"rows_per_source.*1 without a `cross_attention_cache`"),
-        (lambda: with_cross_attention(x[:, :1], x[:1], cache=np.zeros((2, 2, 6, 2, 4), "float32"), cache_update_index=0,
-                                      rows_per_source=2), r"rows_per_source.*1 without a `cross_attention_cache`"),
-        (lambda: with_cross_attention(x, x[:1], cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x[:1]),
-                                      rows_per_source=3), r"x.*3 rows per row of the encoder outputs \(1\).*2 rows"),
-        (lambda: with_cross_attention(x, x, cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x),
-                                      rows_per_source=0), r"rows_per_source.*positive integer"),
+        (
+            lambda: ks.layers.TransformerDecoderBlock(2, 16)(x, x, encoder_padding_mask=np.ones((2, 3), bool)),
+            r"encoder_padding_mask.*\(2, 6\)",
+        ),
+        (
+            lambda: with_cross_attention(x, x, rows_per_source=2),
+            r"rows_per_source.*1 without a `cross_attention_cache`",
+        ),
+        (
+            lambda: with_cross_attention(
+                x[:, :1], x[:1], cache=np.zeros((2, 2, 6, 2, 4), "float32"), cache_update_index=0, rows_per_source=2
+            ),
+            r"rows_per_source.*1 without a `cross_attention_cache`",
+        ),
+        (
+            lambda: with_cross_attention(
+                x,
+                x[:1],
+                cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x[:1]),
+                rows_per_source=3,
+            ),
+            r"x.*3 rows per row of the encoder outputs \(1\).*2 rows",
+        ),
+        (
+            lambda: with_cross_attention(
+                x, x, cross_attention_cache=with_cross_attention.cross_attention.key_value_cache(x), rows_per_source=0
+            ),
+            r"rows_per_source.*positive integer",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -23,50 +23,61 @@ SEGMENTS_PATH = METRICS_DIR / "segments.py"
 # They cover decimals, thousands separators, hyphens, quotes, HTML entities,
 # mixed case, accents and French/German quotation marks.
 REAL_PAIRS = [
-    ("The company's revenue grew by 3.5% to $1,000 million last year.",
-     "The company's revenues rose 3.5% to $1,000 million last year."),
-    ("He said the well-known author would arrive at 10:30 a.m.",
-     "He said that the well-known writer would arrive at 10:30 a.m."),
-    ('"We are very happy with the result," said the coach.',
-     '"We are very pleased with the result," the coach said.'),
-    ("Tom &amp; Jerry is a cartoon from 1940.",
-     "Tom & Jerry is a cartoon created in 1940."),
-    ("The naïve tourist ordered a café au lait and a croissant.",
-     "The naive tourist ordered a café au lait and a croissant."),
-    ("Die Regierung hat am Montag neue Maßnahmen angekündigt.",
-     "Die Regierung kündigte am Montag neue Maßnahmen an."),
-    ("« C'est une décision historique », a déclaré le ministre.",
-     "« C'est une décision historique », a affirmé le ministre."),
-    ("Temperatures will reach 25-30 degrees on the weekend.",
-     "Temperatures will reach 25 to 30 degrees over the weekend."),
-    ("The EU-wide survey involved more than 12,500 people.",
-     "More than 12,500 people took part in the EU-wide survey."),
-    ("Please send your questions to info@example.com before Friday.",
-     "Please send your questions to info@example.com by Friday."),
-    ("The match ended 2-1 after extra time.",
-     "The game ended 2-1 after extra time."),
-    ("In 2019, the population was about 8.4 million.",
-     "In 2019 the population was approximately 8.4 million."),
-    ("She doesn't know whether (or when) the train will come.",
-     "She does not know if (or when) the train is coming."),
-    ("The price is 4,99 € per kilogram.",
-     "It costs €4.99 per kilo."),
-    ("Der Präsident sagte: „Wir müssen jetzt handeln.“",
-     "Der Präsident erklärte: „Wir müssen jetzt handeln.“"),
-    ("Le président a dit : « Nous devons agir maintenant ! »",
-     "Le président a déclaré : « Nous devons agir dès maintenant ! »"),
-    ("THE SUMMIT WILL BE HELD IN GENEVA NEXT WEEK.",
-     "The summit will be held in Geneva next week."),
-    ("Rain is expected tomorrow &mdash; bring an umbrella!",
-     "Rain is expected tomorrow, so bring an umbrella!"),
-    ("Scientists have discovered a new species of frog in the Amazon rainforest.",
-     "Scientists discovered a new frog species in the Amazon rain forest."),
-    ("The app costs 0.99 USD; it's available on iOS & Android.",
-     "The app costs $0.99 and it is available for iOS and Android."),
-    ("Over 1,000 people attended the concert on Saturday night.",
-     "More than 1,000 people attended Saturday night's concert."),
-    ('She asked: "Is this the right way to the station?"',
-     'She asked, "Is this the way to the station?"'),
+    (
+        "The company's revenue grew by 3.5% to $1,000 million last year.",
+        "The company's revenues rose 3.5% to $1,000 million last year.",
+    ),
+    (
+        "He said the well-known author would arrive at 10:30 a.m.",
+        "He said that the well-known writer would arrive at 10:30 a.m.",
+    ),
+    ('"We are very happy with the result," said the coach.', '"We are very pleased with the result," the coach said.'),
+    ("Tom &amp; Jerry is a cartoon from 1940.", "Tom & Jerry is a cartoon created in 1940."),
+    (
+        "The naïve tourist ordered a café au lait and a croissant.",
+        "The naive tourist ordered a café au lait and a croissant.",
+    ),
+    ("Die Regierung hat am Montag neue Maßnahmen angekündigt.", "Die Regierung kündigte am Montag neue Maßnahmen an."),
+    (
+        "« C'est une décision historique », a déclaré le ministre.",
+        "« C'est une décision historique », a affirmé le ministre.",
+    ),
+    (
+        "Temperatures will reach 25-30 degrees on the weekend.",
+        "Temperatures will reach 25 to 30 degrees over the weekend.",
+    ),
+    (
+        "The EU-wide survey involved more than 12,500 people.",
+        "More than 12,500 people took part in the EU-wide survey.",
+    ),
+    (
+        "Please send your questions to info@example.com before Friday.",
+        "Please send your questions to info@example.com by Friday.",
+    ),
+    ("The match ended 2-1 after extra time.", "The game ended 2-1 after extra time."),
+    ("In 2019, the population was about 8.4 million.", "In 2019 the population was approximately 8.4 million."),
+    ("She doesn't know whether (or when) the train will come.", "She does not know if (or when) the train is coming."),
+    ("The price is 4,99 € per kilogram.", "It costs €4.99 per kilo."),
+    ("Der Präsident sagte: „Wir müssen jetzt handeln.“", "Der Präsident erklärte: „Wir müssen jetzt handeln.“"),
+    (
+        "Le président a dit : « Nous devons agir maintenant ! »",
+        "Le président a déclaré : « Nous devons agir dès maintenant ! »",
+    ),
+    ("THE SUMMIT WILL BE HELD IN GENEVA NEXT WEEK.", "The summit will be held in Geneva next week."),
+    ("Rain is expected tomorrow &mdash; bring an umbrella!", "Rain is expected tomorrow, so bring an umbrella!"),
+    (
+        "Scientists have discovered a new species of frog in the Amazon rainforest.",
+        "Scientists discovered a new frog species in the Amazon rain forest.",
+    ),
+    (
+        "The app costs 0.99 USD; it's available on iOS & Android.",
+        "The app costs $0.99 and it is available for iOS and Android.",
+    ),
+    (
+        "Over 1,000 people attended the concert on Saturday night.",
+        "More than 1,000 people attended Saturday night's concert.",
+    ),
+    ('She asked: "Is this the right way to the station?"', 'She asked, "Is this the way to the station?"'),
 ]
 REAL_HYPS = [hyp for hyp, _ in REAL_PAIRS]
 REAL_REFS = [ref for _, ref in REAL_PAIRS]
@@ -83,15 +94,14 @@ CHINESE_PAIRS = [
 CHINESE_EDGE_PAIRS = [
     ("他说：“明天见”——再见→好", "他说：“明天见”—再见→好的"),
     ("面积约3×4≈12米，2019.", "面积约 3 × 4 ≈ 12 米 , 2019 ."),
-    ("𠀀字很少见 &quot;OK&quot; ok", "𠀀 字很少见 \"OK\" ok"),
+    ("𠀀字很少见 &quot;OK&quot; ok", '𠀀 字很少见 "OK" ok'),
     ("用ＧＰＵ训练了１２个小时。", "用 GPU 训练了 12 个小时 。"),
 ]
 
 
 def _sacrebleu(hypotheses, ref_streams, **kwargs):
     """Full sacreBLEU result; `ref_streams` uses sacreBLEU's list-of-streams."""
-    return sacrebleu.corpus_bleu(list(hypotheses), [list(s) for s in ref_streams],
-                                 **kwargs)
+    return sacrebleu.corpus_bleu(list(hypotheses), [list(s) for s in ref_streams], **kwargs)
 
 
 # --------------------------------------------------------------------------
@@ -102,8 +112,7 @@ def _sacrebleu(hypotheses, ref_streams, **kwargs):
 @pytest.mark.parametrize("lowercase", [False, True])
 @pytest.mark.parametrize("tokenize", TOKENIZERS)
 def test_real_corpus_matches_sacrebleu(tokenize, lowercase):
-    expected = _sacrebleu(REAL_HYPS, [REAL_REFS], tokenize=tokenize,
-                          lowercase=lowercase).score
+    expected = _sacrebleu(REAL_HYPS, [REAL_REFS], tokenize=tokenize, lowercase=lowercase).score
     got = corpus_bleu(REAL_HYPS, REAL_REFS, tokenize=tokenize, lowercase=lowercase)
     assert 0.0 < expected < 100.0
     assert got == pytest.approx(expected, abs=1e-9)
@@ -113,8 +122,7 @@ def test_real_corpus_matches_sacrebleu(tokenize, lowercase):
 @pytest.mark.parametrize("hyp, ref", REAL_PAIRS, ids=range(len(REAL_PAIRS)))
 def test_real_single_segment_matches_sacrebleu(hyp, ref, tokenize):
     expected = _sacrebleu([hyp], [[ref]], tokenize=tokenize).score
-    assert corpus_bleu([hyp], [ref], tokenize=tokenize) == pytest.approx(
-        expected, abs=1e-9)
+    assert corpus_bleu([hyp], [ref], tokenize=tokenize) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("tokenize", TOKENIZERS)
@@ -122,8 +130,7 @@ def test_chinese_matches_sacrebleu(tokenize):
     hyps = [hyp for hyp, _ in CHINESE_PAIRS]
     refs = [ref for _, ref in CHINESE_PAIRS]
     expected = _sacrebleu(hyps, [refs], tokenize=tokenize).score
-    assert corpus_bleu(hyps, refs, tokenize=tokenize) == pytest.approx(
-        expected, abs=1e-9)
+    assert corpus_bleu(hyps, refs, tokenize=tokenize) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("hyp, ref", CHINESE_EDGE_PAIRS)
@@ -149,19 +156,15 @@ def test_char_tokenization_scores_chinese_above_zero():
     refs = [ref for _, ref in CHINESE_PAIRS]
     expected = _sacrebleu(hyps, [refs], tokenize="char").score
     assert expected > 0.0
-    assert corpus_bleu(hyps, refs, tokenize="char") == pytest.approx(
-        expected, abs=1e-9)
+    assert corpus_bleu(hyps, refs, tokenize="char") == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("lowercase", [False, True])
 def test_lowercase_matches_sacrebleu(lowercase):
-    hyps = ["THE SUMMIT WILL BE HELD IN GENEVA NEXT WEEK.",
-            "The Naïve Tourist Ordered A Café Au Lait."]
-    refs = ["The summit will be held in Geneva next week.",
-            "The naïve tourist ordered a café au lait."]
+    hyps = ["THE SUMMIT WILL BE HELD IN GENEVA NEXT WEEK.", "The Naïve Tourist Ordered A Café Au Lait."]
+    refs = ["The summit will be held in Geneva next week.", "The naïve tourist ordered a café au lait."]
     expected = _sacrebleu(hyps, [refs], lowercase=lowercase).score
-    assert corpus_bleu(hyps, refs, lowercase=lowercase) == pytest.approx(
-        expected, abs=1e-9)
+    assert corpus_bleu(hyps, refs, lowercase=lowercase) == pytest.approx(expected, abs=1e-9)
 
 
 def test_lowercase_changes_score():
@@ -181,10 +184,8 @@ EDGE_CASES = {
         [[REAL_REFS[0], REAL_REFS[1], REAL_REFS[2]]],
     ),
     "all_hypotheses_empty": (["", ""], [[REAL_REFS[0], REAL_REFS[1]]]),
-    "whitespace_only_hypothesis": (["   \t ", REAL_HYPS[3]],
-                                   [[REAL_REFS[0], REAL_REFS[3]]]),
-    "no_ngram_matches": (["Completely unrelated output here"],
-                         ["The cat sat on the mat."]),
+    "whitespace_only_hypothesis": (["   \t ", REAL_HYPS[3]], [[REAL_REFS[0], REAL_REFS[3]]]),
+    "no_ngram_matches": (["Completely unrelated output here"], ["The cat sat on the mat."]),
     "only_unigram_matches": (["mat the on sat cat"], ["the cat sat on the mat"]),
     "no_4grams_in_corpus": (["the cat", "a dog"], [["the cat", "a dog"]]),
     "hypothesis_longer_than_reference": (
@@ -197,11 +198,10 @@ EDGE_CASES = {
     ),
     "identical": ([REAL_REFS[1], REAL_REFS[4]], [[REAL_REFS[1], REAL_REFS[4]]]),
     "entities_newlines_and_skipped": (
-        ['He said &quot;yes&quot; &lt;3 &amp;amp; left.\n', "A well-\nknown <skipped> fact"],
+        ["He said &quot;yes&quot; &lt;3 &amp;amp; left.\n", "A well-\nknown <skipped> fact"],
         [['He said "yes" <3 & left.', "A wellknown fact"]],
     ),
-    "trailing_whitespace": (["The cat sat on the mat .  \n"],
-                            [["The cat sat on the mat.\t"]]),
+    "trailing_whitespace": (["The cat sat on the mat .  \n"], [["The cat sat on the mat.\t"]]),
 }
 EDGE_REFS = {
     # Flat-string references are only for a single stream; wrap them.
@@ -215,8 +215,7 @@ EDGE_REFS = {
 def test_edge_cases_match_sacrebleu(case, tokenize):
     hyps, streams = EDGE_REFS[case]
     expected = _sacrebleu(hyps, streams, tokenize=tokenize).score
-    assert corpus_bleu(hyps, streams, tokenize=tokenize) == pytest.approx(
-        expected, abs=1e-9)
+    assert corpus_bleu(hyps, streams, tokenize=tokenize) == pytest.approx(expected, abs=1e-9)
 
 
 def test_zero_score_paths():
@@ -237,10 +236,13 @@ def test_exp_smoothing_path():
     assert corpus_bleu(hyps, streams) == pytest.approx(result.score, abs=1e-9)
 
 
-@pytest.mark.parametrize("case, penalized", [
-    ("hypothesis_longer_than_reference", False),
-    ("hypothesis_shorter_than_reference", True),
-])
+@pytest.mark.parametrize(
+    "case, penalized",
+    [
+        ("hypothesis_longer_than_reference", False),
+        ("hypothesis_shorter_than_reference", True),
+    ],
+)
 def test_brevity_penalty(case, penalized):
     hyps, streams = EDGE_REFS[case]
     result = _sacrebleu(hyps, streams)
@@ -258,9 +260,11 @@ MULTI_REF_CASES = {
     # even though a shorter reference exists.
     "closest_length": (
         ["The cat is sitting on the mat."],
-        [["The cat sat down."],
-         ["The black cat is sitting on the mat."],
-         ["A small black cat is quietly sitting on the old mat in the hall."]],
+        [
+            ["The cat sat down."],
+            ["The black cat is sitting on the mat."],
+            ["A small black cat is quietly sitting on the old mat in the hall."],
+        ],
         9,
     ),
     # Hypothesis has 5 tokens; references have 6 and 4: a tie, the shorter
@@ -277,10 +281,14 @@ MULTI_REF_CASES = {
     ),
     "corpus_of_three_with_two_streams": (
         REAL_HYPS[:3],
-        [REAL_REFS[:3],
-         ["The company's revenue increased by 3.5% to $1,000 million in 2023.",
-          "The author, who is well known, would arrive at 10:30 a.m., he said.",
-          '"We are happy," said the coach.']],
+        [
+            REAL_REFS[:3],
+            [
+                "The company's revenue increased by 3.5% to $1,000 million in 2023.",
+                "The author, who is well known, would arrive at 10:30 a.m., he said.",
+                '"We are happy," said the coach.',
+            ],
+        ],
         None,
     ),
 }
@@ -291,12 +299,10 @@ MULTI_REF_CASES = {
 def test_multiple_references_match_sacrebleu(case, tokenize):
     hyps, streams, _ = MULTI_REF_CASES[case]
     expected = _sacrebleu(hyps, streams, tokenize=tokenize).score
-    assert corpus_bleu(hyps, streams, tokenize=tokenize) == pytest.approx(
-        expected, abs=1e-9)
+    assert corpus_bleu(hyps, streams, tokenize=tokenize) == pytest.approx(expected, abs=1e-9)
 
 
-@pytest.mark.parametrize("case", ["closest_length", "tie_goes_to_shorter",
-                                  "tie_goes_to_shorter_order_swapped"])
+@pytest.mark.parametrize("case", ["closest_length", "tie_goes_to_shorter", "tie_goes_to_shorter_order_swapped"])
 def test_reference_length_selection(case):
     hyps, streams, expected_ref_len = MULTI_REF_CASES[case]
     result = _sacrebleu(hyps, streams)
@@ -309,12 +315,16 @@ def test_reference_length_selection(case):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make_input", [
-    lambda: (tuple(REAL_HYPS), tuple(REAL_REFS)),
-    lambda: (tuple(REAL_HYPS), (tuple(REAL_REFS),)),
-    lambda: (REAL_HYPS, [tuple(REAL_REFS)]),
-    lambda: (iter(REAL_HYPS), (ref for ref in REAL_REFS)),
-], ids=["flat_tuple", "tuple_of_tuples", "list_of_tuples", "iterators"])
+@pytest.mark.parametrize(
+    "make_input",
+    [
+        lambda: (tuple(REAL_HYPS), tuple(REAL_REFS)),
+        lambda: (tuple(REAL_HYPS), (tuple(REAL_REFS),)),
+        lambda: (REAL_HYPS, [tuple(REAL_REFS)]),
+        lambda: (iter(REAL_HYPS), (ref for ref in REAL_REFS)),
+    ],
+    ids=["flat_tuple", "tuple_of_tuples", "list_of_tuples", "iterators"],
+)
 def test_tuple_and_iterable_inputs(make_input):
     expected = _sacrebleu(REAL_HYPS, [REAL_REFS]).score
     hyps, refs = make_input()
@@ -322,12 +332,10 @@ def test_tuple_and_iterable_inputs(make_input):
 
 
 def test_flat_references_equal_single_stream():
-    assert corpus_bleu(REAL_HYPS, REAL_REFS) == pytest.approx(
-        corpus_bleu(REAL_HYPS, [REAL_REFS]), abs=1e-9)
+    assert corpus_bleu(REAL_HYPS, REAL_REFS) == pytest.approx(corpus_bleu(REAL_HYPS, [REAL_REFS]), abs=1e-9)
 
 
-@pytest.mark.parametrize("references", [[], [[]], (), ([], [])],
-                         ids=["flat", "one_stream", "tuple", "two_streams"])
+@pytest.mark.parametrize("references", [[], [[]], (), ([], [])], ids=["flat", "one_stream", "tuple", "two_streams"])
 def test_empty_corpus_returns_zero(references):
     # sacreBLEU itself raises IndexError on an empty corpus; 0.0 is ours.
     assert corpus_bleu([], references) == 0.0
@@ -344,41 +352,24 @@ def test_returns_builtin_float():
 
 BAD_INPUTS = [
     # (id, kwargs, argument name the message must mention)
-    ("hyps_bare_str", dict(hypotheses="The cat sat.", references=["The cat sat."]),
-     "hypotheses"),
+    ("hyps_bare_str", dict(hypotheses="The cat sat.", references=["The cat sat."]), "hypotheses"),
     ("hyps_none", dict(hypotheses=None, references=["The cat sat."]), "hypotheses"),
     ("hyps_int", dict(hypotheses=42, references=["The cat sat."]), "hypotheses"),
-    ("hyps_int_entry", dict(hypotheses=["The cat sat.", 3], references=["a", "b"]),
-     r"hypotheses\[1\]"),
-    ("hyps_none_entry",
-     dict(hypotheses=["The cat sat.", None], references=["a", "b"]),
-     r"hypotheses\[1\]"),
-    ("hyps_bytes_entry",
-     dict(hypotheses=[b"The cat sat."], references=["The cat sat."]),
-     r"hypotheses\[0\]"),
-    ("refs_bare_str", dict(hypotheses=["The cat sat."], references="The cat sat."),
-     "references"),
+    ("hyps_int_entry", dict(hypotheses=["The cat sat.", 3], references=["a", "b"]), r"hypotheses\[1\]"),
+    ("hyps_none_entry", dict(hypotheses=["The cat sat.", None], references=["a", "b"]), r"hypotheses\[1\]"),
+    ("hyps_bytes_entry", dict(hypotheses=[b"The cat sat."], references=["The cat sat."]), r"hypotheses\[0\]"),
+    ("refs_bare_str", dict(hypotheses=["The cat sat."], references="The cat sat."), "references"),
     ("refs_none", dict(hypotheses=["The cat sat."], references=None), "references"),
-    ("refs_flat_too_short", dict(hypotheses=["a", "b"], references=["a"]),
-     "references"),
+    ("refs_flat_too_short", dict(hypotheses=["a", "b"], references=["a"]), "references"),
     ("refs_empty", dict(hypotheses=["a", "b"], references=[]), "references"),
-    ("refs_stream_too_short",
-     dict(hypotheses=["a", "b"], references=[["a", "b"], ["a"]]),
-     r"references\[1\]"),
-    ("refs_mixed_str_and_stream", dict(hypotheses=["a"], references=[["a"], "a"]),
-     r"references\[1\]"),
-    ("refs_flat_none_entry", dict(hypotheses=["a", "b"], references=["a", None]),
-     r"references\[1\]"),
-    ("refs_stream_none_entry", dict(hypotheses=["a"], references=[[None]]),
-     r"references\[0\]\[0\]"),
-    ("refs_stream_int_entry", dict(hypotheses=["a"], references=[["a"], [7]]),
-     r"references\[1\]\[0\]"),
-    ("tokenize_ja_mecab", dict(hypotheses=["a"], references=["a"], tokenize="ja-mecab"),
-     "tokenize"),
-    ("tokenize_wrong_case", dict(hypotheses=["a"], references=["a"], tokenize="13A"),
-     "tokenize"),
-    ("tokenize_none", dict(hypotheses=["a"], references=["a"], tokenize=None),
-     "tokenize"),
+    ("refs_stream_too_short", dict(hypotheses=["a", "b"], references=[["a", "b"], ["a"]]), r"references\[1\]"),
+    ("refs_mixed_str_and_stream", dict(hypotheses=["a"], references=[["a"], "a"]), r"references\[1\]"),
+    ("refs_flat_none_entry", dict(hypotheses=["a", "b"], references=["a", None]), r"references\[1\]"),
+    ("refs_stream_none_entry", dict(hypotheses=["a"], references=[[None]]), r"references\[0\]\[0\]"),
+    ("refs_stream_int_entry", dict(hypotheses=["a"], references=[["a"], [7]]), r"references\[1\]\[0\]"),
+    ("tokenize_ja_mecab", dict(hypotheses=["a"], references=["a"], tokenize="ja-mecab"), "tokenize"),
+    ("tokenize_wrong_case", dict(hypotheses=["a"], references=["a"], tokenize="13A"), "tokenize"),
+    ("tokenize_none", dict(hypotheses=["a"], references=["a"], tokenize=None), "tokenize"),
 ]
 
 
@@ -432,8 +423,7 @@ def assert_runs_on_the_standard_library(module_path, call):
                  if name in sys.modules]
         assert not heavy, heavy
     """)
-    completed = subprocess.run([sys.executable, "-c", code],
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
 
 

@@ -22,8 +22,8 @@ def numpy_log_softmax(x):
 def test_masked_accuracy_streams_over_batches(batches):
     logits, targets = batches
     metric = ks.metrics.MaskedAccuracy(ignore_index=0)
-    for l, t in zip(logits, targets):
-        metric.update_state(t, l)
+    for batch_logits, t in zip(logits, targets):
+        metric.update_state(t, batch_logits)
     logits, targets = np.concatenate(logits), np.concatenate(targets)
     valid = targets != 0
     expected = (logits.argmax(-1) == targets)[valid].mean()
@@ -48,16 +48,19 @@ def test_masked_accuracy_counts_the_first_of_tied_maxima(rng):
     assert float(metric.result()) == pytest.approx(expected)
     inputs = keras.Input((6, 9))
     compiled = keras.Model(inputs, keras.layers.Identity()(inputs))  # XLA on TensorFlow, jax.jit on JAX
-    compiled.compile(loss=ks.losses.LabelSmoothingCrossEntropy(), metrics=[ks.metrics.MaskedAccuracy()],
-                     jit_compile=keras.backend.backend() != "torch")
+    compiled.compile(
+        loss=ks.losses.LabelSmoothingCrossEntropy(),
+        metrics=[ks.metrics.MaskedAccuracy()],
+        jit_compile=keras.backend.backend() != "torch",
+    )
     assert compiled.evaluate(logits, targets, return_dict=True, verbose=0)["masked_accuracy"] == pytest.approx(expected)
 
 
 def test_perplexity_is_exp_of_mean_nll(batches):
     logits, targets = batches
     metric = ks.metrics.Perplexity(ignore_index=0)
-    for l, t in zip(logits, targets):
-        metric.update_state(t, l)
+    for batch_logits, t in zip(logits, targets):
+        metric.update_state(t, batch_logits)
     logits, targets = np.concatenate(logits), np.concatenate(targets)
     nll = -np.take_along_axis(numpy_log_softmax(logits), targets[..., None], -1)[..., 0]
     expected = np.exp(nll[targets != 0].mean())
@@ -76,15 +79,20 @@ def test_uniform_model_has_perplexity_of_vocabulary_size():
 
 def test_sample_weight_and_fit_and_config(rng):
     metric = ks.metrics.MaskedAccuracy()
-    metric.update_state(np.array([1, 2]), np.array([[0, 1, 0], [1, 0, 0]], "float32"), sample_weight=np.array([3.0, 1.0]))
+    metric.update_state(
+        np.array([1, 2]), np.array([[0, 1, 0], [1, 0, 0]], "float32"), sample_weight=np.array([3.0, 1.0])
+    )
     assert float(metric.result()) == pytest.approx(0.75)
     clone = ks.metrics.Perplexity.from_config(ks.metrics.Perplexity(ignore_index=0, from_logits=False).get_config())
     assert clone.ignore_index == 0 and clone.from_logits is False
     ids = rng.integers(1, 5, size=(32, 4)).astype("int32")
     inputs = keras.Input((4,), dtype="int32")
     model = keras.Model(inputs, keras.layers.Dense(5)(keras.layers.Embedding(5, 8)(inputs)))
-    model.compile("adam", ks.losses.LabelSmoothingCrossEntropy(ignore_index=0),
-                  metrics=[ks.metrics.MaskedAccuracy(ignore_index=0), ks.metrics.Perplexity(ignore_index=0)])
+    model.compile(
+        "adam",
+        ks.losses.LabelSmoothingCrossEntropy(ignore_index=0),
+        metrics=[ks.metrics.MaskedAccuracy(ignore_index=0), ks.metrics.Perplexity(ignore_index=0)],
+    )
     history = model.fit(ids, ids, epochs=30, verbose=0, batch_size=32)
     assert history.history["masked_accuracy"][-1] > 0.9
     assert history.history["perplexity"][-1] < history.history["perplexity"][0]
@@ -96,7 +104,7 @@ def test_metrics_skip_the_keras_mask_of_the_predictions(batches):
     mask = np.ones(targets.shape, bool)
     mask[0, 3:] = False
     masked_logits = keras.ops.convert_to_tensor(logits)
-    ks._backend.set_keras_mask(masked_logits, keras.ops.convert_to_tensor(mask))
+    ks.backend.set_keras_mask(masked_logits, keras.ops.convert_to_tensor(mask))
     perplexity, accuracy = ks.metrics.Perplexity(), ks.metrics.MaskedAccuracy(ignore_index=0)
     perplexity.update_state(targets, masked_logits)
     accuracy.update_state(targets, masked_logits)
@@ -116,7 +124,9 @@ def test_evaluate_counts_only_real_tokens_of_a_padded_language_model(rng):
         ids[row, real:] = 0
     targets = np.concatenate([ids[:, 1:], np.zeros((8, 1), ids.dtype)], axis=1)
     model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=[ks.metrics.Perplexity()])
-    figures = model.evaluate(ids, targets, batch_size=8, verbose=0, return_dict=True)  # one batch: the loss is its token mean
+    figures = model.evaluate(
+        ids, targets, batch_size=8, verbose=0, return_dict=True
+    )  # one batch: the loss is its token mean
     logits = to_numpy(model.predict(ids, verbose=0)).astype("float64")
     nll = -np.take_along_axis(numpy_log_softmax(logits), targets[..., None], -1)[..., 0]
     real = ids != 0

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import keras_seq as ks
-from keras_seq.models import keras_workarounds as array_feed
 
 NUM_CLASSES = 3
 
@@ -98,7 +97,9 @@ def test_evaluate_and_predict_on_arrays_equal_keras_model(data):
         plain_result = plain.evaluate(x, y, verbose=0, return_dict=True, **kwargs)
         for name, value in plain_result.items():
             np.testing.assert_allclose(fed_result[name], value, rtol=1e-6, err_msg=f"{kwargs} {name}")
-    np.testing.assert_allclose(fed.predict(x, batch_size=3, verbose=0), plain.predict(x, batch_size=3, verbose=0), rtol=1e-6)
+    np.testing.assert_allclose(
+        fed.predict(x, batch_size=3, verbose=0), plain.predict(x, batch_size=3, verbose=0), rtol=1e-6
+    )
     np.testing.assert_allclose(fed.predict(x, 5, 0), plain.predict(x, 5, 0), rtol=1e-6)
 
 
@@ -106,13 +107,15 @@ def test_evaluate_and_predict_on_arrays_equal_keras_model(data):
 def test_tensorflow_array_inputs_go_through_tf_data_without_autotuning(data, monkeypatch):
     x, y, _ = data
     datasets = []
-    make_dataset = array_feed._ArraysWithoutAutotune.get_tf_dataset
+    from keras_seq.backend import tensorflow as tensorflow_backend
+
+    make_dataset = tensorflow_backend._ArraysWithoutAutotune.get_tf_dataset
 
     def recording(adapter):
         datasets.append(make_dataset(adapter))
         return datasets[-1]
 
-    monkeypatch.setattr(array_feed._ArraysWithoutAutotune, "get_tf_dataset", recording)
+    monkeypatch.setattr(tensorflow_backend._ArraysWithoutAutotune, "get_tf_dataset", recording)
     model = twin_models()[0]
     model.fit(x, y, batch_size=4, epochs=1, validation_split=0.25, verbose=0)
     model.evaluate(x, y, verbose=0)

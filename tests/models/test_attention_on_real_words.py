@@ -51,7 +51,12 @@ def held_out_token_accuracy(reversal, attention):
     inputs, target = reversal
     keras.utils.set_random_seed(0)
     model = ks.models.rnn_seq2seq(
-        VOCABULARY_SIZE, VOCABULARY_SIZE, embedding_dim=64, units=128, cell="gru", attention=attention,
+        VOCABULARY_SIZE,
+        VOCABULARY_SIZE,
+        embedding_dim=64,
+        units=128,
+        cell="gru",
+        attention=attention,
         bidirectional_encoder=attention != "luong_dot",
     )
     model.compile(keras.optimizers.Adam(), ks.losses.LabelSmoothingCrossEntropy(epsilon=0.0, ignore_index=0))

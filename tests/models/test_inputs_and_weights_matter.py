@@ -48,7 +48,9 @@ MODELS = {
         {"encoder_inputs": False, "decoder_inputs": True},
     ),
     "transformer_seq2seq": (
-        lambda **o: ks.models.transformer_seq2seq(V, V, L, L, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, **o),
+        lambda **o: ks.models.transformer_seq2seq(
+            V, V, L, L, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, **o
+        ),
         [{}, {"norm_first": False, "positional": "learned"}, {"tie_embeddings": True, "share_embeddings": True}],
         {"encoder_inputs": False, "decoder_inputs": True},
     ),
@@ -58,7 +60,9 @@ MODELS = {
         {"token_ids": True},
     ),
     "transformer_classifier": (
-        lambda **o: ks.models.transformer_classifier(V, 4, L, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, **o),
+        lambda **o: ks.models.transformer_classifier(
+            V, 4, L, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, **o
+        ),
         [{}, {"pooling": "first", "norm_first": False, "positional": "sinusoidal"}],
         {"ids": False},
     ),
@@ -112,7 +116,9 @@ def weight_gradients(model, inputs, projection):
     return [v.value.grad.detach().cpu().numpy() for v in model.trainable_variables]
 
 
-@pytest.mark.parametrize("name, options", CASES, ids=[f"{n}-{'-'.join(f'{k}={v}' for k, v in o.items()) or 'defaults'}" for n, o in CASES])
+@pytest.mark.parametrize(
+    "name, options", CASES, ids=[f"{n}-{'-'.join(f'{k}={v}' for k, v in o.items()) or 'defaults'}" for n, o in CASES]
+)
 def test_every_input_moves_the_outputs_and_every_weight_gets_gradient(rng, name, options):
     build, _, causal_inputs = MODELS[name]
     model = build(**options)
@@ -123,7 +129,11 @@ def test_every_input_moves_the_outputs_and_every_weight_gets_gradient(rng, name,
     for input_name, causal in causal_inputs.items():
         changed = {k: x.copy() for k, x in inputs.items()}
         changed[input_name][:, position] = 3 + (changed[input_name][:, position] - 2) % (V - 3)
-        moved = np.abs(call(model, changed) - logits).reshape(B, L if logits.ndim == 3 and logits.shape[1] == L else 1, -1).max(-1)
+        moved = (
+            np.abs(call(model, changed) - logits)
+            .reshape(B, L if logits.ndim == 3 and logits.shape[1] == L else 1, -1)
+            .max(-1)
+        )
         assert np.all(moved.max(-1) > 1e-6), (input_name, moved)
         if causal:
             assert np.all(moved[:, :position] == 0), (input_name, "a causal input moved earlier positions", moved)

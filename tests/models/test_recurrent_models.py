@@ -64,7 +64,10 @@ def test_every_cell_builds_trains_saves_and_survives_all_padding(tmp_path, rng, 
     ids[0] = 0  # an all-padding sequence
     for model, targets in (
         (ks.models.rnn_classifier(3, 2, embedding_dim=4, units=6, cell=cell, num_layers=2), labels),
-        (ks.models.rnn_tagger(3, 2, embedding_dim=4, units=6, cell=cell, bidirectional=False), (ids == 1).astype("int32")),
+        (
+            ks.models.rnn_tagger(3, 2, embedding_dim=4, units=6, cell=cell, bidirectional=False),
+            (ids == 1).astype("int32"),
+        ),
     ):
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         history = model.fit(ids, targets, epochs=2, verbose=0)
@@ -102,8 +105,14 @@ def test_gradient_clipping_rescues_an_exploding_elman_rnn(rng):
 
 def test_bad_arguments_raise_value_errors():
     cases = [
-        (lambda: ks.models.rnn_classifier(10, 2, cell="transformer"), r"rnn_classifier.*cell.*'rnn', 'gru', 'lstm'.*got 'transformer'"),
-        (lambda: ks.models.rnn_tagger(10, 3, cell="LSTM"), r"rnn_tagger.*cell.*'peephole_lstm', 'coupled_lstm'.*got 'LSTM'"),
+        (
+            lambda: ks.models.rnn_classifier(10, 2, cell="transformer"),
+            r"rnn_classifier.*cell.*'rnn', 'gru', 'lstm'.*got 'transformer'",
+        ),
+        (
+            lambda: ks.models.rnn_tagger(10, 3, cell="LSTM"),
+            r"rnn_tagger.*cell.*'peephole_lstm', 'coupled_lstm'.*got 'LSTM'",
+        ),
         (lambda: ks.models.rnn_lm(10, cell=None), r"rnn_lm.*cell.*got None"),
         (lambda: ks.models.rnn_classifier(10, 2, pooling="max"), r"rnn_classifier.*pooling.*'mean', 'last'.*got 'max'"),
         (lambda: ks.models.rnn_classifier(0, 2), r"rnn_classifier.*vocabulary_size.*positive integer"),

@@ -88,7 +88,10 @@ def test_save_load_and_bad_arguments(tmp_path):
         (lambda: tbptt_windows([1, 2, 3], 2, 4), r"tbptt_windows.*more than"),
         (lambda: tbptt_windows(np.ones((3, 3)), 2, 4), r"tbptt_windows.*1-D"),
         (lambda: tbptt_windows(np.arange(50), 0, 4), r"tbptt_windows: `batch_size` expected a positive integer, got 0"),
-        (lambda: tbptt_windows(np.arange(50), 2, True), r"tbptt_windows: `window` expected a positive integer, got True"),
+        (
+            lambda: tbptt_windows(np.arange(50), 2, True),
+            r"tbptt_windows: `window` expected a positive integer, got True",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

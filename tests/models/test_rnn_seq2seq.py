@@ -46,7 +46,9 @@ def test_attention_seq2seq_learns_reversal_and_aligns(rng, tmp_path, attention, 
     [("gru", "bahdanau", False), ("lstm", "luong", False), ("coupled_lstm", None, False), ("lstm", "bahdanau", True)],
 )
 def test_cached_generation_equals_uncached(rng, cell, attention, input_feeding):
-    model = ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, cell=cell, attention=attention, input_feeding=input_feeding)
+    model = ks.models.rnn_seq2seq(
+        12, 10, embedding_dim=8, units=16, cell=cell, attention=attention, input_feeding=input_feeding
+    )
     source = rng.integers(3, 12, size=(3, 5)).astype("int32")
     source[1, 3:] = 0
     source[2] = 0  # an all-padding source stays finite
@@ -61,7 +63,9 @@ def test_all_padding_sequences_stay_finite_in_training(rng, cell, attention, inp
     inputs, target = reversal_data(rng, 8)
     inputs["encoder_inputs"][0] = 0  # a source of padding only
     inputs["decoder_inputs"][1], target[1] = 0, 0  # a target of padding only
-    model = ks.models.rnn_seq2seq(12, 12, embedding_dim=8, units=8, cell=cell, attention=attention, input_feeding=input_feeding)
+    model = ks.models.rnn_seq2seq(
+        12, 12, embedding_dim=8, units=8, cell=cell, attention=attention, input_feeding=input_feeding
+    )
     model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(inputs, target, epochs=2, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
@@ -77,12 +81,24 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
     source = rng.integers(3, 12, size=(2, 5)).astype("int32")
     np.testing.assert_array_equal(to_numpy(model.generate(source, 6)), uncached_greedy(model, source, 5))
     cases = [
-        (lambda: model.attention_weights({"encoder_inputs": source, "decoder_inputs": source}), r"attention_weights.*bahdanau"),
-        (lambda: ks.models.rnn_seq2seq(10, 10, attention="additive"), r"rnn_seq2seq.*attention.*'bahdanau'.*got 'additive'"),
+        (
+            lambda: model.attention_weights({"encoder_inputs": source, "decoder_inputs": source}),
+            r"attention_weights.*bahdanau",
+        ),
+        (
+            lambda: ks.models.rnn_seq2seq(10, 10, attention="additive"),
+            r"rnn_seq2seq.*attention.*'bahdanau'.*got 'additive'",
+        ),
         (lambda: ks.models.rnn_seq2seq(10, 10, cell="transformer"), r"rnn_seq2seq.*cell.*'gru'.*got 'transformer'"),
         (lambda: ks.models.rnn_seq2seq(10, 0), r"rnn_seq2seq.*target_vocabulary_size"),
-        (lambda: ks.models.rnn_seq2seq(10, 10, attention=None, input_feeding=True), r"rnn_seq2seq.*attention.*input_feeding=True.*None"),
-        (lambda: ks.models.rnn_seq2seq(10, 10, attention="luong_dot"), r"rnn_seq2seq.*bidirectional_encoder.*False.*luong_dot.*got True"),
+        (
+            lambda: ks.models.rnn_seq2seq(10, 10, attention=None, input_feeding=True),
+            r"rnn_seq2seq.*attention.*input_feeding=True.*None",
+        ),
+        (
+            lambda: ks.models.rnn_seq2seq(10, 10, attention="luong_dot"),
+            r"rnn_seq2seq.*bidirectional_encoder.*False.*luong_dot.*got True",
+        ),
         (lambda: ks.models.rnn_seq2seq(10, 10, dropout=1.0), r"rnn_seq2seq.*dropout.*\[0, 1\).*got 1.0"),
         (lambda: model.generate(np.full((1, 4), 12, "int32"), 6), r"RNNSeq2Seq.generate.*inputs.*ids in \[0, 12\)"),
     ]
@@ -94,11 +110,16 @@ def test_unidirectional_encoder_and_bad_arguments(rng):
 @pytest.mark.parametrize("input_feeding", [False, True])
 def test_three_way_tied_embeddings_are_one_table(rng, input_feeding):
     """Press & Wolf (2017): logits = s E^T + b with E the (shared) embedding; cached decoding agrees."""
-    build = lambda **tying: ks.models.rnn_seq2seq(12, 12, embedding_dim=16, units=16, input_feeding=input_feeding, **tying)
+    build = lambda **tying: ks.models.rnn_seq2seq(
+        12, 12, embedding_dim=16, units=16, input_feeding=input_feeding, **tying
+    )
     tied, untied = build(tie_embeddings=True, share_embeddings=True), build()
     assert tied.source_embedding is tied.target_embedding
     assert tied.count_params() == untied.count_params() - 2 * 12 * 16  # no target table, no output kernel
-    inputs = {"encoder_inputs": rng.integers(3, 12, (3, 5)).astype("int32"), "decoder_inputs": rng.integers(3, 12, (3, 6)).astype("int32")}
+    inputs = {
+        "encoder_inputs": rng.integers(3, 12, (3, 5)).astype("int32"),
+        "decoder_inputs": rng.integers(3, 12, (3, 6)).astype("int32"),
+    }
     inputs["encoder_inputs"][1, 3:] = 0
     attentional = keras.Model(tied.inputs, tied.get_layer("attentional_state").output)
     table = to_numpy(tied.source_embedding.embeddings)
@@ -121,10 +142,15 @@ def test_tying_needs_matching_sizes():
 @pytest.mark.parametrize("input_feeding", [False, True])
 def test_dropout_acts_in_training_only(rng, input_feeding):
     """With `dropout`, training outputs change; evaluation and `generate` equal the same weights without it."""
-    build = lambda rate: ks.models.rnn_seq2seq(12, 10, embedding_dim=8, units=16, input_feeding=input_feeding, dropout=rate)
+    build = lambda rate: ks.models.rnn_seq2seq(
+        12, 10, embedding_dim=8, units=16, input_feeding=input_feeding, dropout=rate
+    )
     dropped, plain = build(0.5), build(0.0)
     plain.set_weights(dropped.get_weights())
-    inputs = {"encoder_inputs": rng.integers(3, 12, (4, 5)).astype("int32"), "decoder_inputs": rng.integers(3, 10, (4, 6)).astype("int32")}
+    inputs = {
+        "encoder_inputs": rng.integers(3, 12, (4, 5)).astype("int32"),
+        "decoder_inputs": rng.integers(3, 10, (4, 6)).astype("int32"),
+    }
     evaluated = to_numpy(plain(inputs, training=False))
     np.testing.assert_allclose(to_numpy(dropped(inputs, training=False)), evaluated, rtol=1e-5, atol=1e-6)
     trained = to_numpy(dropped(inputs, training=True))

@@ -127,7 +127,10 @@ def test_padding_does_not_change_the_logits_of_real_tokens():
 
 def test_bad_arguments_raise_value_errors():
     cases = [
-        (lambda: ks.models.transformer_mlm(10, 8, hidden_dim=30, num_heads=4), r"transformer_mlm.*hidden_dim.*multiple of num_heads=4.*got 30"),
+        (
+            lambda: ks.models.transformer_mlm(10, 8, hidden_dim=30, num_heads=4),
+            r"transformer_mlm.*hidden_dim.*multiple of num_heads=4.*got 30",
+        ),
         (lambda: ks.models.transformer_mlm(0, 8), r"transformer_mlm.*vocabulary_size.*positive integer.*got 0"),
         (lambda: ks.models.transformer_mlm(10, 8, dropout=1.5), r"transformer_mlm.*dropout.*\[0, 1\).*got 1.5"),
         (lambda: ks.models.transformer_mlm(10, 8, positional="rotary"), r"transformer_mlm.*positional.*got 'rotary'"),
@@ -135,12 +138,21 @@ def test_bad_arguments_raise_value_errors():
         (lambda: TokenMasker(10, 10), r"TokenMasker.*mask_id.*ids in \[1, 10\)"),
         (lambda: TokenMasker(10, 3, special_ids=(1, 12)), r"TokenMasker.*special_ids.*ids in \[0, 10\).*got \[1, 12\]"),
         (lambda: TokenMasker(10, 3, selection_rate=1.5), r"TokenMasker.*selection_rate.*\[0, 1\].*got 1.5"),
-        (lambda: TokenMasker(10, 3, mask_rate=0.8, random_rate=0.3), r"TokenMasker.*mask_rate \+ random_rate.*at most 1"),
+        (
+            lambda: TokenMasker(10, 3, mask_rate=0.8, random_rate=0.3),
+            r"TokenMasker.*mask_rate \+ random_rate.*at most 1",
+        ),
         (lambda: TokenMasker(4, 3, special_ids=(1, 2)), r"TokenMasker.*vocabulary_size.*ids besides padding"),
         (lambda: TokenMasker(10, 3, seed=1.5), r"TokenMasker.*seed.*integer or None.*got 1.5"),
         (lambda: TokenMasker(10, 3)(np.ones((2, 3), "float32")), r"TokenMasker.*token_ids.*integer token ids.*float32"),
-        (lambda: TokenMasker(10, 3)(np.array([[1, 10]])), r"TokenMasker.*token_ids.*ids in \[0, 10\).*got ids in \[1, 10\]"),
-        (lambda: TokenMasker(10, 3)(tf.constant([[-1, 4]])), r"TokenMasker.*token_ids.*ids in \[0, 10\).*got ids in \[-1, 4\]"),
+        (
+            lambda: TokenMasker(10, 3)(np.array([[1, 10]])),
+            r"TokenMasker.*token_ids.*ids in \[0, 10\).*got ids in \[1, 10\]",
+        ),
+        (
+            lambda: TokenMasker(10, 3)(tf.constant([[-1, 4]])),
+            r"TokenMasker.*token_ids.*ids in \[0, 10\).*got ids in \[-1, 4\]",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -65,7 +65,9 @@ def test_beam_search_encodes_each_source_once(rng, kind, monkeypatch):
     encoded_rows = []
     owner, name = (model, "encode") if kind == "transformer" else (model.encoder, "call")  # the RNN encoder: a layer
     encode = getattr(owner, name)
-    monkeypatch.setattr(owner, name, lambda x, *args, **kwargs: encoded_rows.append(x.shape[0]) or encode(x, *args, **kwargs))
+    monkeypatch.setattr(
+        owner, name, lambda x, *args, **kwargs: encoded_rows.append(x.shape[0]) or encode(x, *args, **kwargs)
+    )
     model._compiled_decoders.clear()
     again = to_numpy(model.generate(source, 8, strategy="beam", num_beams=4))
     assert encoded_rows and set(encoded_rows) == {3}  # the 3 sources, not their 12 beams
@@ -81,8 +83,13 @@ def test_decoding_projects_the_cross_attention_keys_once_per_source(rng, monkeyp
     cross_keys = [block.cross_attention.key_kernel for block in model.decoder_blocks]
     projected = []
     project = multi_head_attention._project
-    monkeypatch.setattr(multi_head_attention, "_project", lambda x, kernel, *args, **kwargs: (
-        projected.append(any(kernel is key for key in cross_keys)) or project(x, kernel, *args, **kwargs)))
+    monkeypatch.setattr(
+        multi_head_attention,
+        "_project",
+        lambda x, kernel, *args, **kwargs: (
+            projected.append(any(kernel is key for key in cross_keys)) or project(x, kernel, *args, **kwargs)
+        ),
+    )
     model._compiled_decoders.clear()
     np.testing.assert_array_equal(to_numpy(model.generate(source, 8, strategy="beam", num_beams=2)), expected)
     assert sum(projected) == 2  # once per block (key_value_cache), however many steps are traced or run
@@ -99,11 +106,17 @@ def test_source_padding_does_not_change_the_output(rng):
 
 def test_bad_arguments_raise_value_errors():
     cases = [
-        (lambda: ks.models.transformer_seq2seq(10, 10, 8, 8, hidden_dim=30, num_heads=4), r"transformer_seq2seq.*hidden_dim.*multiple of num_heads=4"),
+        (
+            lambda: ks.models.transformer_seq2seq(10, 10, 8, 8, hidden_dim=30, num_heads=4),
+            r"transformer_seq2seq.*hidden_dim.*multiple of num_heads=4",
+        ),
         (lambda: ks.models.transformer_seq2seq(10, 0, 8, 8), r"target_vocabulary_size.*positive integer"),
         (lambda: ks.models.transformer_seq2seq(10, 10, 8, 8, positional="rotary"), r"positional"),
         (lambda: ks.models.transformer_lm(10, 8, num_layers=0), r"transformer_lm.*num_layers"),
-        (lambda: small_seq2seq().generate(np.ones((1, 4), "int32"), 11), r"TransformerSeq2Seq.generate.*max_length.*10"),
+        (
+            lambda: small_seq2seq().generate(np.ones((1, 4), "int32"), 11),
+            r"TransformerSeq2Seq.generate.*max_length.*10",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -117,7 +130,9 @@ def test_classifier_learns_which_token_is_more_frequent(rng, pooling):
     ids[:, 0] = 5
     ids[::4, 7:] = 0
     labels = ((ids == 3).sum(1) > (ids == 4).sum(1)).astype("int32")
-    model = ks.models.transformer_classifier(6, 2, 9, num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.0, pooling=pooling)
+    model = ks.models.transformer_classifier(
+        6, 2, 9, num_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64, dropout=0.0, pooling=pooling
+    )
     model.compile(keras.optimizers.Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(ids[:640], labels[:640], epochs=15, batch_size=32, verbose=0)
     accuracy = np.mean(to_numpy(model.predict(ids[640:], verbose=0)).argmax(-1) == labels[640:])
@@ -141,7 +156,9 @@ def test_warmup_schedule_matches_vaswani_formula():
 
 def tiny_transformer(kind, tie_embeddings):
     """A one-block `lm`, `seq2seq` or `mlm` whose logits cover 17 ids."""
-    options = dict(num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0, tie_embeddings=tie_embeddings)
+    options = dict(
+        num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0, tie_embeddings=tie_embeddings
+    )
     if kind == "lm":
         return ks.models.transformer_lm(17, 10, **options)
     if kind == "seq2seq":
@@ -238,15 +255,25 @@ def test_seq2seq_cross_attention_weights_are_distributions_over_real_source_toke
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
     with pytest.raises(ValueError, match="return_attention_scores"):
-        model.decoder_blocks[0](np.zeros((1, 2, 16), "float32"), np.zeros((1, 3, 16), "float32"), cache=np.zeros((1, 2, 4, 2, 8), "float32"), cache_update_index=0, return_attention_scores=True)
+        model.decoder_blocks[0](
+            np.zeros((1, 2, 16), "float32"),
+            np.zeros((1, 3, 16), "float32"),
+            cache=np.zeros((1, 2, 4, 2, 8), "float32"),
+            cache_update_index=0,
+            return_attention_scores=True,
+        )
 
 
-@pytest.mark.parametrize("build", [
-    lambda: ks.models.transformer_lm(12, 6, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32),
-    lambda: ks.models.rnn_lm(12, embedding_dim=8, units=16),
-], ids=["transformer_lm", "rnn_lm"])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: ks.models.transformer_lm(12, 6, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32),
+        lambda: ks.models.rnn_lm(12, embedding_dim=8, units=16),
+    ],
+    ids=["transformer_lm", "rnn_lm"],
+)
 def test_compile_computes_keras_sparse_cross_entropy_with_ks_losses(rng, tmp_path, build):
-    """Keras' `SparseCategoricalCrossentropy` trains exactly as Keras' own op does; the user's loss is left as it was."""
+    """Keras' `SparseCategoricalCrossentropy` trains exactly as Keras' own op does; the user's loss is left as is."""
     ids = rng.integers(1, 12, size=(4, 6)).astype("int32")
     ids[0, 4:] = 0
     targets = np.concatenate([ids[:, 1:], np.zeros((4, 1), "int32")], axis=1)
@@ -266,7 +293,10 @@ def test_compile_computes_keras_sparse_cross_entropy_with_ks_losses(rng, tmp_pat
     keras_op = compiled(keras_function)
     assert type(swapped.loss) is ks.losses.SparseCategoricalCrossentropy
     assert swapped.loss.get_config() == user_loss.get_config()
-    assert type(user_loss) is keras.losses.SparseCategoricalCrossentropy and user_loss.fn is keras.losses.sparse_categorical_crossentropy
+    assert (
+        type(user_loss) is keras.losses.SparseCategoricalCrossentropy
+        and user_loss.fn is keras.losses.sparse_categorical_crossentropy
+    )
     assert keras_op.loss is keras_function  # anything but Keras' class itself is kept
     for _ in range(3):
         assert swapped.train_on_batch(ids, targets) == pytest.approx(keras_op.train_on_batch(ids, targets), rel=1e-5)
@@ -275,9 +305,14 @@ def test_compile_computes_keras_sparse_cross_entropy_with_ks_losses(rng, tmp_pat
     path = tmp_path / "lm.keras"
     swapped.save(path)
     loaded = keras.saving.load_model(path)
-    assert type(loaded.loss) is ks.losses.SparseCategoricalCrossentropy and loaded.loss.get_config() == user_loss.get_config()
+    assert (
+        type(loaded.loss) is ks.losses.SparseCategoricalCrossentropy
+        and loaded.loss.get_config() == user_loss.get_config()
+    )
     assert int(to_numpy(loaded.optimizer.iterations)) == 3  # compiled on load, optimizer state restored
-    assert loaded.evaluate(ids, targets, verbose=0) == pytest.approx(keras_op.evaluate(ids, targets, verbose=0), rel=1e-5)
+    assert loaded.evaluate(ids, targets, verbose=0) == pytest.approx(
+        keras_op.evaluate(ids, targets, verbose=0), rel=1e-5
+    )
 
 
 def test_a_users_own_compile_is_not_called_on_load():
@@ -285,7 +320,9 @@ def test_a_users_own_compile_is_not_called_on_load():
 
     class OwnCompile(ks.models.TransformerLM):
         def compile(self, learning_rate=1e-2):
-            super().compile(keras.optimizers.SGD(learning_rate), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            super().compile(
+                keras.optimizers.SGD(learning_rate), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            )
 
     model = OwnCompile(12, 6, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32)
     model.compile()
@@ -305,11 +342,13 @@ def test_beam_search_through_cache_rows_equals_gathering_the_cache(rng, kind):
         model = ks.models.transformer_lm(40, 12, num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=32)
         inputs = rng.integers(1, 40, size=(3, 4)).astype("int32")
     else:
-        model = ks.models.transformer_seq2seq(40, 40, 8, 12, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+        model = ks.models.transformer_seq2seq(
+            40, 40, 8, 12, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0
+        )
         inputs = rng.integers(1, 40, size=(3, 8)).astype("int32")
     options = dict(strategy="beam", num_beams=4, num_return_sequences=4, end_id=5)
     ids, scores = (to_numpy(x) for x in model.generate(inputs, 12, **options))
-    model._decoding_reads_cache_rows = False  # the protocol's default: gather the whole cache every step
+    model.decoding_reads_cache_rows = False  # the contract's default: reorder the whole cache every step
     model._compiled_decoders.clear()
     gathered_ids, gathered_scores = (to_numpy(x) for x in model.generate(inputs, 12, **options))
     np.testing.assert_array_equal(ids, gathered_ids)

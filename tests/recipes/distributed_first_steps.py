@@ -26,7 +26,9 @@ from recipes import devices  # noqa: E402
 
 keras.utils.set_random_seed(0)
 with devices.distribution_scope(argparse.Namespace(distribute=distribute)):
-    model = ks.models.transformer_seq2seq(20, 20, 8, 8, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0)
+    model = ks.models.transformer_seq2seq(
+        20, 20, 8, 8, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=32, dropout=0.0
+    )
     model.compile(keras.optimizers.Adam(1e-2), ks.losses.LabelSmoothingCrossEntropy(epsilon=0.1, ignore_index=0))
     if os.environ["KERAS_BACKEND"] == "tensorflow":
         import tensorflow as tf

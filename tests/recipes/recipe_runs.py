@@ -107,7 +107,9 @@ def data_dir(tmp_path_factory):
     train, valid = phrasebook.tagged_sentences(size=40, valid_size=8)
     for name, sentences in (("tag_train.txt", train), ("tag_valid.txt", valid)):
         # Sequences separated by a blank line; no trailing blank line after the last one.
-        (directory / name).write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n", encoding="utf-8")
+        (directory / name).write_text(
+            "\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n", encoding="utf-8"
+        )
     book = alice_text()
     (directory / "lm_train.txt").write_text(book[:700], encoding="utf-8")
     # Only characters seen in training, so that every valid character has an id.
@@ -124,10 +126,37 @@ def translate_argv(data_dir, output_dir, model="transformer", epochs=1, *extra):
     # and at a peak of 0.01 the RNN still emitted only end tokens.
     rate = 0.02 if model == "rnn-attention" else 0.01
     return [
-        "--train", data_dir / "translate_train.tsv", "--valid", data_dir / "translate_valid.tsv", "--model", model,
-        "--max-examples", examples, "--epochs", epochs, "--batch-size", TRANSLATE_BATCH, "--learning-rate", rate, "--warmup", 0,
-        "--hidden-dim", width, "--layers", 1, "--max-length", SHORT, "--num-beams", 2, "--seed", 3, "--output-dir", output_dir,
-        "--vocabulary", "word", *extra,
+        "--train",
+        data_dir / "translate_train.tsv",
+        "--valid",
+        data_dir / "translate_valid.tsv",
+        "--model",
+        model,
+        "--max-examples",
+        examples,
+        "--epochs",
+        epochs,
+        "--batch-size",
+        TRANSLATE_BATCH,
+        "--learning-rate",
+        rate,
+        "--warmup",
+        0,
+        "--hidden-dim",
+        width,
+        "--layers",
+        1,
+        "--max-length",
+        SHORT,
+        "--num-beams",
+        2,
+        "--seed",
+        3,
+        "--output-dir",
+        output_dir,
+        "--vocabulary",
+        "word",
+        *extra,
     ]
 
 
@@ -142,23 +171,67 @@ def translate_subword_argv(data_dir, output_dir, *extra):
 
 def classify_argv(data_dir, output_dir, *extra):
     return [
-        "--train", data_dir / "classify_train.tsv", "--valid", data_dir / "classify_valid.tsv", "--epochs", 1,
-        "--batch-size", BATCH, "--hidden-dim", 8, "--max-length", 8, "--output-dir", output_dir, *extra,
+        "--train",
+        data_dir / "classify_train.tsv",
+        "--valid",
+        data_dir / "classify_valid.tsv",
+        "--epochs",
+        1,
+        "--batch-size",
+        BATCH,
+        "--hidden-dim",
+        8,
+        "--max-length",
+        8,
+        "--output-dir",
+        output_dir,
+        *extra,
     ]
 
 
 def tag_argv(data_dir, output_dir, *extra):
     return [
-        "--train", data_dir / "tag_train.txt", "--valid", data_dir / "tag_valid.txt", "--epochs", 1,
-        "--batch-size", BATCH, "--hidden-dim", 8, "--max-length", 8, "--output-dir", output_dir, *extra,
+        "--train",
+        data_dir / "tag_train.txt",
+        "--valid",
+        data_dir / "tag_valid.txt",
+        "--epochs",
+        1,
+        "--batch-size",
+        BATCH,
+        "--hidden-dim",
+        8,
+        "--max-length",
+        8,
+        "--output-dir",
+        output_dir,
+        *extra,
     ]
 
 
 def lm_argv(data_dir, output_dir, *extra):
     return [
-        "--train", data_dir / "lm_train.txt", "--valid", data_dir / "lm_valid.txt", "--epochs", 1, "--batch-size", BATCH,
-        "--hidden-dim", 16, "--window", 15, "--max-examples", 32, "--prompt", "Alice", "--generate-length", 8,
-        "--output-dir", output_dir, *extra,
+        "--train",
+        data_dir / "lm_train.txt",
+        "--valid",
+        data_dir / "lm_valid.txt",
+        "--epochs",
+        1,
+        "--batch-size",
+        BATCH,
+        "--hidden-dim",
+        16,
+        "--window",
+        15,
+        "--max-examples",
+        32,
+        "--prompt",
+        "Alice",
+        "--generate-length",
+        8,
+        "--output-dir",
+        output_dir,
+        *extra,
     ]
 
 
@@ -178,7 +251,6 @@ def run_recipe(name, output_dir, argv, examples=None):
         warnings.simplefilter("always")
         metrics = recipe_main(name, argv)
     return Run(output_dir, metrics, argv, caught, examples)
-
 
 
 @pytest.fixture(scope="session")
@@ -233,7 +305,20 @@ def run_tfds(name, task, output_dir, argv):
 @pytest.fixture(scope="session")
 def tfds_translate(tmp_path_factory):
     """ted_hrlr_translate/pt_to_en with the plain RNN encoder-decoder (the one model family the file runs leave out)."""
-    argv = ["--model", "rnn", "--epochs", 1, "--batch-size", BATCH, "--hidden-dim", 16, "--max-length", 8, "--num-beams", 2]
+    argv = [
+        "--model",
+        "rnn",
+        "--epochs",
+        1,
+        "--batch-size",
+        BATCH,
+        "--hidden-dim",
+        16,
+        "--max-length",
+        8,
+        "--num-beams",
+        2,
+    ]
     return run_tfds("ted_hrlr_translate/pt_to_en", "translate", tmp_path_factory.mktemp("tfds_translate"), argv)
 
 

@@ -61,7 +61,8 @@ def test_a_torn_or_partial_checkpoint_falls_back_to_the_previous_one(tmp_path, c
     _, state, _ = checkpoints.load(tmp_path, "test")
     assert state["epoch"] == 1
     assert capsys.readouterr().out == (
-        "test: checkpoint/: torn (its model.keras is not the one its state.json names); resuming from checkpoint.previous/ (after epoch 1)\n"
+        "test: checkpoint/: torn (its model.keras is not the one its state.json names); "
+        "resuming from checkpoint.previous/ (after epoch 1)\n"
     )
     os.remove(tmp_path / "checkpoint" / "state.json")  # a partial folder
     _, state, _ = checkpoints.load(tmp_path, "test")
@@ -78,7 +79,9 @@ def test_the_fallback_says_so_in_one_line(tmp_path, capsys):
     os.remove(tmp_path / "checkpoint" / "state.json")
     checkpoints.load(tmp_path, "translate")
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["translate: checkpoint/: incomplete (FileNotFoundError); resuming from checkpoint.previous/ (after epoch 1)"]
+    assert lines == [
+        "translate: checkpoint/: incomplete (FileNotFoundError); resuming from checkpoint.previous/ (after epoch 1)"
+    ]
 
 
 def test_reading_the_best_weights_on_resume_leaves_the_optimizer_at_the_checkpoints_step(tmp_path):
@@ -94,7 +97,7 @@ def test_reading_the_best_weights_on_resume_leaves_the_optimizer_at_the_checkpoi
     moments = [keras.ops.convert_to_numpy(v) for v in model.optimizer.variables]
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 3
 
-    read = common._weights_in(model, tmp_path / "best.weights.h5")
+    read = common._weights_from_file(model, tmp_path / "best.weights.h5")
     for got, expected in zip(read, best, strict=True):
         np.testing.assert_array_equal(got, expected)
     for got, expected in zip(model.get_weights(), current, strict=True):
@@ -113,7 +116,9 @@ def test_non_finite_weights_are_never_saved(tmp_path, capsys):
     model.layers[0].kernel.assign(np.full((3, 2), np.nan, "float32"))
     budget.spent_steps = 6
     checkpoint.save()
-    assert "test: a weight is not finite; the checkpoint of epoch 2, after batch 2 is not saved" in capsys.readouterr().out
+    assert (
+        "test: a weight is not finite; the checkpoint of epoch 2, after batch 2 is not saved" in capsys.readouterr().out
+    )
     _, state, _ = checkpoints.load(tmp_path, "test")
     assert (state["epoch"], state["batch"], state["steps"]) == (1, 1, 5)  # the finite one stays
     assert not (tmp_path / "checkpoint.previous").exists()
@@ -145,8 +150,9 @@ def test_sigkill_at_random_moments_always_leaves_a_resumable_checkpoint(tmp_path
     draw = random.Random(20)
     environment = dict(os.environ, PYTHONPATH=REPO)
     for attempt in range(4):
-        process = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path)], env=environment, cwd=REPO,
-                                   stdout=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", SAVER, str(tmp_path)], env=environment, cwd=REPO, stdout=subprocess.PIPE, text=True
+        )
         announced = int(process.stdout.readline())  # keras imported, a first checkpoint saved
         time.sleep(draw.uniform(0.0, 0.5))
         process.send_signal(signal.SIGKILL)
@@ -159,7 +165,13 @@ def test_sigkill_at_random_moments_always_leaves_a_resumable_checkpoint(tmp_path
         initial = keras.Sequential([keras.Input((3,)), keras.layers.Dense(64), keras.layers.Dense(2)]).get_weights()[0]
         np.testing.assert_allclose(model.get_weights()[0], initial + state["epoch"], rtol=1e-6, atol=1e-4)
         leftovers = [name for name in os.listdir(tmp_path) if name not in ("checkpoint", "checkpoint.previous")]
-        assert all(name.startswith(".partial-") for name in leftovers), leftovers  # a killed write leaves its own temporary
+        assert all(name.startswith(".partial-") for name in leftovers), (
+            leftovers
+        )  # a killed write leaves its own temporary
         atomic.remove_leftovers(tmp_path)  # what a recipe does before it starts
         # A kill between `save`'s two renames leaves the previous checkpoint alone, which `load` resumes from.
-        assert sorted(os.listdir(tmp_path)) in (["checkpoint"], ["checkpoint", "checkpoint.previous"], ["checkpoint.previous"])
+        assert sorted(os.listdir(tmp_path)) in (
+            ["checkpoint"],
+            ["checkpoint", "checkpoint.previous"],
+            ["checkpoint.previous"],
+        )

@@ -38,7 +38,9 @@ def fixed_ids(model, rng):
     return arrays
 
 
-def test_model_keras_loads_on_another_backend(translate_transformer, translate_rnn_attention, classify_run, tag_run, lm_run, tmp_path):
+def test_model_keras_loads_on_another_backend(
+    translate_transformer, translate_rnn_attention, classify_run, tag_run, lm_run, tmp_path
+):
     runs = {
         "transformer": translate_transformer,
         "rnn_attention": translate_rnn_attention,
@@ -54,7 +56,13 @@ def test_model_keras_loads_on_another_backend(translate_transformer, translate_r
         np.savez(tmp_path / f"{name}_inputs.npz", **inputs)
         expected[name] = keras.ops.convert_to_numpy(model(inputs if len(inputs) > 1 else inputs["ids"], training=False))
         assert np.all(np.isfinite(expected[name])), name
-    run_python(LOAD_AND_RUN, OTHER, tmp_path, *(f"{name}={run.path('model.keras')}" for name, run in runs.items()), KERAS_BACKEND=OTHER)
+    run_python(
+        LOAD_AND_RUN,
+        OTHER,
+        tmp_path,
+        *(f"{name}={run.path('model.keras')}" for name, run in runs.items()),
+        KERAS_BACKEND=OTHER,
+    )
     for name in runs:
         got = np.load(tmp_path / f"{name}_outputs.npy")
         assert got.shape == expected[name].shape, name

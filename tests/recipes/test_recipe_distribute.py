@@ -14,6 +14,7 @@ from recipe_runs import BACKEND, recipe_main, translate_argv
 
 import keras_seq as ks
 from recipes import devices
+from recipes.errors import UsageError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPOSITORY = os.path.dirname(os.path.dirname(HERE))
@@ -23,7 +24,12 @@ def first_steps(device_count, distribute):
     env = {**os.environ, "KERAS_BACKEND": BACKEND, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPOSITORY}
     if BACKEND == "jax":
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={device_count}"
-    command = [sys.executable, os.path.join(HERE, "distributed_first_steps.py"), str(device_count), str(int(distribute))]
+    command = [
+        sys.executable,
+        os.path.join(HERE, "distributed_first_steps.py"),
+        str(device_count),
+        str(int(distribute)),
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -45,17 +51,20 @@ def test_distribute_on_torch_is_a_one_line_error(capsys, data_dir, tmp_path):
     assert "--distribute: expected the tensorflow or jax backend" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("loss, ignored", [
-    (ks.losses.LabelSmoothingCrossEntropy(0.1, ignore_index=0), 0),  # translate, tag
-    (keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1), -1),  # classify
-])
+@pytest.mark.parametrize(
+    "loss, ignored",
+    [
+        (ks.losses.LabelSmoothingCrossEntropy(0.1, ignore_index=0), 0),  # translate, tag
+        (keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1), -1),  # classify
+    ],
+)
 def test_rows_that_pad_a_batch_for_the_devices_change_no_loss(loss, ignored):
     rng = np.random.default_rng(0)
     sequence = ignored == 0
     targets = rng.integers(1, 7, (5, 4) if sequence else (5,)).astype("int32")
     inputs = {"ids": rng.integers(1, 7, (5, 4)).astype("int32")}
     batches = tf.data.Dataset.from_tensors((inputs, targets))
-    (padded_inputs, padded_targets), = list(devices.rows_padded_to_multiple(batches, 4, ignored).as_numpy_iterator())
+    ((padded_inputs, padded_targets),) = list(devices.rows_padded_to_multiple(batches, 4, ignored).as_numpy_iterator())
     assert padded_inputs["ids"].shape == (8, 4) and padded_targets.shape[0] == 8
     np.testing.assert_array_equal(padded_inputs["ids"][:5], inputs["ids"])
     assert (padded_inputs["ids"][5:] == 0).all() and (padded_targets[5:] == ignored).all()
@@ -69,12 +78,20 @@ def test_rows_that_pad_a_batch_for_the_devices_change_no_loss(loss, ignored):
     assert list(devices.rows_padded_to_multiple(batches, 1, ignored).as_numpy_iterator())[0][0]["ids"].shape == (5, 4)
 
 
-@pytest.mark.parametrize("error, lost", [
-    (ValueError("UNKNOWN: Gloo AllGather failed: [gloo/transport/tcp/pair.cc:538] Read error: Connection reset by peer"), True),
-    (RuntimeError("UNAVAILABLE: Task 1 heartbeat timeout"), True),
-    (ValueError("NonFiniteLossGuard: expected a finite loss, got nan at 3 steps"), False),
-    (devices.UsageError("--batch-size: expected a positive integer, got 0"), False),
-])
+@pytest.mark.parametrize(
+    "error, lost",
+    [
+        (
+            ValueError(
+                "UNKNOWN: Gloo AllGather failed: [gloo/transport/tcp/pair.cc:538] Read error: Connection reset by peer"
+            ),
+            True,
+        ),
+        (RuntimeError("UNAVAILABLE: Task 1 heartbeat timeout"), True),
+        (ValueError("NonFiniteLossGuard: expected a finite loss, got nan at 3 steps"), False),
+        (UsageError("--batch-size: expected a positive integer, got 0"), False),
+    ],
+)
 def test_a_failed_collective_is_a_lost_process_and_bad_input_is_not(error, lost):
     # JAX raises a collective with a killed process as a ValueError from device_put's check of its input.
     assert devices.lost_process(error) is lost

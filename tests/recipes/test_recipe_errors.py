@@ -158,7 +158,9 @@ def test_input_feeding_without_attention(capsys, data_dir, tmp_path):
 
 def test_ctranslate2_export_of_an_rnn(capsys, data_dir, tmp_path):
     line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "rnn", 1, "--export-ctranslate2"))
-    assert "--export-ctranslate2: expected --model transformer (CTranslate2 serves Transformers), got --model rnn" in line
+    assert (
+        "--export-ctranslate2: expected --model transformer (CTranslate2 serves Transformers), got --model rnn" in line
+    )
     assert not (tmp_path / "out" / "model.keras").exists()
 
 
@@ -184,10 +186,19 @@ def test_tfds_set_that_cannot_be_downloaded(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "flag, value, message",
-    [("--vocab-size", 0, "--vocab-size: expected a positive integer"), ("--patience", 0, "--patience: expected a positive integer"),
-     ("--average-last", -1, "--average-last: expected a positive integer"), ("--validate-every", 0, "--validate-every: expected"),
-     ("--max-nan", 0, "--max-nan: expected a positive integer"), ("--checkpoint-every", 0, "--checkpoint-every: expected a number > 0"),
-     ("--subword-sampling", 1.5, "--subword-sampling: expected a number in (0, 1] with --vocabulary subword, got 1.5")],
+    [
+        ("--vocab-size", 0, "--vocab-size: expected a positive integer"),
+        ("--patience", 0, "--patience: expected a positive integer"),
+        ("--average-last", -1, "--average-last: expected a positive integer"),
+        ("--validate-every", 0, "--validate-every: expected"),
+        ("--max-nan", 0, "--max-nan: expected a positive integer"),
+        ("--checkpoint-every", 0, "--checkpoint-every: expected a number > 0"),
+        (
+            "--subword-sampling",
+            1.5,
+            "--subword-sampling: expected a number in (0, 1] with --vocabulary subword, got 1.5",
+        ),
+    ],
 )
 def test_bad_translate_values(capsys, data_dir, tmp_path, flag, value, message):
     line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "transformer", 1, flag, value))

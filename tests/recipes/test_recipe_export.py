@@ -94,7 +94,9 @@ print(json.dumps(answers))
 
 def test_translator_exports_answer_any_string(translate_transformer, translate_rnn_attention, translate_subword):
     runs = {"word": translate_transformer, "rnn-attention": translate_rnn_attention, "subword": translate_subword}
-    answers = json.loads(run_python(ODD, json.dumps({n: r.path("export") for n, r in runs.items()})).strip().splitlines()[-1])
+    answers = json.loads(
+        run_python(ODD, json.dumps({n: r.path("export") for n, r in runs.items()})).strip().splitlines()[-1]
+    )
     for name, run in runs.items():
         limit = json.loads(open(run.path("export_config.json"), encoding="utf-8").read())["max_length"]
         assert answers[name]["batches"] == {"0": 0, "1": 1, "7": 7, "1000": 1000}, name

@@ -13,15 +13,52 @@ TRAIN, VALID, BATCH = 240, 100, 6
 
 
 def translate_run(data, output_dir, *flags, devices=1):
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO,
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "PYTHONPATH": REPO,
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+    }
     argv = [
-        "--train", data / "train.tsv", "--valid", data / "valid.tsv", "--model", "transformer", "--epochs", 4,
-        "--batch-size", BATCH, "--learning-rate", 0.005, "--warmup", 0, "--hidden-dim", 32, "--layers", 1,
-        "--max-length", 6, "--num-beams", 2, "--seed", 3, "--vocabulary", "word", "--output-dir", output_dir, *flags,
+        "--train",
+        data / "train.tsv",
+        "--valid",
+        data / "valid.tsv",
+        "--model",
+        "transformer",
+        "--epochs",
+        4,
+        "--batch-size",
+        BATCH,
+        "--learning-rate",
+        0.005,
+        "--warmup",
+        0,
+        "--hidden-dim",
+        32,
+        "--layers",
+        1,
+        "--max-length",
+        6,
+        "--num-beams",
+        2,
+        "--seed",
+        3,
+        "--vocabulary",
+        "word",
+        "--output-dir",
+        output_dir,
+        *flags,
     ]
-    result = subprocess.run([sys.executable, "-m", "recipes.translate", *map(str, argv)], env=env, cwd=REPO,
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.translate", *map(str, argv)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(output_dir / "checkpoint" / "state.json", encoding="utf-8") as f:
         history = json.load(f)["history"]
@@ -53,8 +90,10 @@ def test_model_parallel_off_jax_is_a_one_line_error(capsys, data_dir, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         recipe_main("translate", translate_argv(data_dir, tmp_path / "out", "transformer", 1, "--model-parallel", 2))
     assert exit_info.value.code == 2
-    assert f"--model-parallel: expected the jax backend (Keras splits models over devices on JAX only), got {BACKEND}" in (
-        capsys.readouterr().err)
+    assert (
+        f"--model-parallel: expected the jax backend (Keras splits models over devices on JAX only), got {BACKEND}"
+        in (capsys.readouterr().err)
+    )
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="off JAX the backend's error comes first (the test above)")

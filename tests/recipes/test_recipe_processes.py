@@ -1,4 +1,7 @@
-"""Several processes on 127.0.0.1 train the model one process does: JAX's (`--num-processes`) and TensorFlow's (`TF_CONFIG`)."""
+"""Several processes on 127.0.0.1 train the model one process does.
+
+Both JAX's (`--num-processes`) and TensorFlow's (`TF_CONFIG`).
+"""
 
 import json
 import os
@@ -13,7 +16,9 @@ from recipe_runs import BACKEND, REPO, recipe_main, short_pairs, translate_argv
 from recipes import devices
 
 TRAIN, VALID, BATCH = 240, 60, 6
-several_processes = pytest.mark.skipif(BACKEND == "torch", reason="several processes train on JAX and TensorFlow (the last tests)")
+several_processes = pytest.mark.skipif(
+    BACKEND == "torch", reason="several processes train on JAX and TensorFlow (the last tests)"
+)
 # JAX computes a global batch's loss at once, but each process's products over its share of the rows sum in
 # another order on some CPUs, and Adam magnifies the last bits of near-zero gradients: two processes' losses
 # differed from one's by 4.4e-4 after two epochs on an Intel Xeon (none on an AMD EPYC), and some greedy tokens
@@ -38,18 +43,50 @@ def start(data, output_dir, count, *flags, epochs=2):
     """`count` translate processes on 127.0.0.1 (one when `count` is 1), as `subprocess.Popen`s."""
     env = {**os.environ, "KERAS_BACKEND": BACKEND, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": REPO}
     argv = [
-        "--train", data / "train.tsv", "--valid", data / "valid.tsv", "--model", "transformer", "--epochs", epochs,
-        "--batch-size", BATCH, "--learning-rate", 0.005, "--warmup", 0, "--hidden-dim", 32, "--layers", 1,
-        "--max-length", 6, "--num-beams", 2, "--seed", 3, "--vocabulary", "word", "--output-dir", output_dir,
-        "--dropout", 0,  # Keras does not checkpoint the dropout generator's state: a resumed run would draw other masks
+        "--train",
+        data / "train.tsv",
+        "--valid",
+        data / "valid.tsv",
+        "--model",
+        "transformer",
+        "--epochs",
+        epochs,
+        "--batch-size",
+        BATCH,
+        "--learning-rate",
+        0.005,
+        "--warmup",
+        0,
+        "--hidden-dim",
+        32,
+        "--layers",
+        1,
+        "--max-length",
+        6,
+        "--num-beams",
+        2,
+        "--seed",
+        3,
+        "--vocabulary",
+        "word",
+        "--output-dir",
+        output_dir,
+        "--dropout",
+        0,  # Keras does not checkpoint the dropout generator's state: a resumed run would draw other masks
         *flags,
     ]
     processes = []
     for flags, variables in devices.processes_on_this_host(count, BACKEND):
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "recipes.translate", *map(str, argv + flags)], env={**env, **variables}, cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "recipes.translate", *map(str, argv + flags)],
+                env={**env, **variables},
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return processes
 
 
@@ -88,7 +125,9 @@ def test_four_processes_train_as_one(pairs_dir, one_process, tmp_path):
     output_dir = tmp_path / "out"
     finished(start(pairs_dir, output_dir, 4))  # batches of 6: on JAX padded to 8 rows, 2 per process; TF splits 2/2/1/1
     assert history(output_dir)["loss"] == pytest.approx(history(one_process)["loss"], rel=LOSS_TOLERANCE)
-    assert history(output_dir)["val_loss"][-1] == pytest.approx(history(one_process)["val_loss"][-1], rel=LOSS_TOLERANCE)
+    assert history(output_dir)["val_loss"][-1] == pytest.approx(
+        history(one_process)["val_loss"][-1], rel=LOSS_TOLERANCE
+    )
 
 
 @several_processes
@@ -107,7 +146,9 @@ def test_killed_processes_resume_together(pairs_dir, one_process, tmp_path):
     # The last validation comes after the same 80 steps (epoch means of the training loss differ: Keras
     # averages a resumed epoch over the batches after the stop).
     assert _steps(output_dir) == _steps(one_process) == 2 * TRAIN // BATCH
-    assert history(output_dir)["val_loss"][-1] == pytest.approx(history(one_process)["val_loss"][-1], rel=LOSS_TOLERANCE)
+    assert history(output_dir)["val_loss"][-1] == pytest.approx(
+        history(one_process)["val_loss"][-1], rel=LOSS_TOLERANCE
+    )
 
 
 def _steps(output_dir):
@@ -134,29 +175,54 @@ def test_a_killed_process_ends_the_others_with_an_error(pairs_dir, tmp_path):
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch's error")
 def test_several_processes_on_torch_are_a_one_line_error(capsys, data_dir, tmp_path):
-    argv = translate_argv(data_dir, tmp_path / "out", "transformer", 1, "--num-processes", 2, "--process-id", 0,
-                          "--coordinator", "127.0.0.1:1")
+    argv = translate_argv(
+        data_dir,
+        tmp_path / "out",
+        "transformer",
+        1,
+        "--num-processes",
+        2,
+        "--process-id",
+        0,
+        "--coordinator",
+        "127.0.0.1:1",
+    )
     with pytest.raises(SystemExit) as exit_info:
         recipe_main("translate", argv)
     assert exit_info.value.code == 2
-    assert ("--num-processes 2: expected the jax backend (keras.distribution.initialize) or tensorflow with TF_CONFIG, "
-            "got torch") in capsys.readouterr().err
+    assert (
+        "--num-processes 2: expected the jax backend (keras.distribution.initialize) or tensorflow with TF_CONFIG, "
+        "got torch"
+    ) in capsys.readouterr().err
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's workers come from TF_CONFIG")
-@pytest.mark.parametrize("tf_config, flags, expected", [
-    (None, ["--num-processes", 2], "--num-processes 2: expected 1, what TF_CONFIG names"),
-    ('{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 1}}',
-     ["--process-id", 0], "--process-id 0: expected 1, what TF_CONFIG names"),
-    ('{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}', [],
-     "TF_CONFIG: expected a worker task with an index in [0, 1)"),
-    ("{not json", [], "TF_CONFIG: expected JSON with cluster.worker"),
-    ('{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "task": {"type": "chief", "index": 0}}', [],
-     "TF_CONFIG: expected a cluster of workers alone"),
-    (None, ["--coordinator", "127.0.0.1:1"], "--coordinator 127.0.0.1:1: expected TF_CONFIG on tensorflow"),
-])
-def test_tensorflow_workers_disagreeing_with_tf_config_are_a_one_line_error(capsys, monkeypatch, data_dir, tmp_path,
-                                                                            tf_config, flags, expected):
+@pytest.mark.parametrize(
+    "tf_config, flags, expected",
+    [
+        (None, ["--num-processes", 2], "--num-processes 2: expected 1, what TF_CONFIG names"),
+        (
+            '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 1}}',
+            ["--process-id", 0],
+            "--process-id 0: expected 1, what TF_CONFIG names",
+        ),
+        (
+            '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}}',
+            [],
+            "TF_CONFIG: expected a worker task with an index in [0, 1)",
+        ),
+        ("{not json", [], "TF_CONFIG: expected JSON with cluster.worker"),
+        (
+            '{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "task": {"type": "chief", "index": 0}}',
+            [],
+            "TF_CONFIG: expected a cluster of workers alone",
+        ),
+        (None, ["--coordinator", "127.0.0.1:1"], "--coordinator 127.0.0.1:1: expected TF_CONFIG on tensorflow"),
+    ],
+)
+def test_tensorflow_workers_disagreeing_with_tf_config_are_a_one_line_error(
+    capsys, monkeypatch, data_dir, tmp_path, tf_config, flags, expected
+):
     if tf_config is None:
         monkeypatch.delenv("TF_CONFIG", raising=False)
     else:
@@ -168,7 +234,9 @@ def test_tensorflow_workers_disagreeing_with_tf_config_are_a_one_line_error(caps
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's workers come from TF_CONFIG")
-def test_torchrun_variables_without_tf_config_on_tensorflow_are_a_one_line_error(capsys, monkeypatch, data_dir, tmp_path):
+def test_torchrun_variables_without_tf_config_on_tensorflow_are_a_one_line_error(
+    capsys, monkeypatch, data_dir, tmp_path
+):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit) as exit_info:
@@ -188,4 +256,6 @@ def test_several_processes_take_a_budget_in_epochs_only(capsys, monkeypatch, dat
     with pytest.raises(SystemExit) as exit_info:
         recipe_main("translate", argv)
     assert exit_info.value.code == 2
-    assert f"{budget[-2]} {budget[-1]:g} with 2 processes: expected a budget in steps or epochs" in capsys.readouterr().err
+    assert (
+        f"{budget[-2]} {budget[-1]:g} with 2 processes: expected a budget in steps or epochs" in capsys.readouterr().err
+    )

@@ -57,7 +57,10 @@ def test_tag(tag_run, data_dir):
     assert metrics["accuracy"] == pytest.approx(np.mean([p == r for p, r in pairs]))
     assert metrics["sentence_accuracy"] == pytest.approx(np.mean([r[1] == r[2] for r in rows]))
     history = read_json(tag_run.path("checkpoint/state.json"))["history"]
-    assert metrics["best_validation_accuracy"] == pytest.approx(history["val_accuracy"][-1]) and metrics["weights"] == "best"
+    assert (
+        metrics["best_validation_accuracy"] == pytest.approx(history["val_accuracy"][-1])
+        and metrics["weights"] == "best"
+    )
     # The export never gives the padding tag, which validation's argmax may count against a token.
     assert metrics["accuracy"] >= metrics["best_validation_accuracy"] - 1e-6
     tags = read_json(tag_run.path("export_config.json"))["tags"]
@@ -70,7 +73,9 @@ def test_lm(lm_run, data_dir):
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["valid_loss"]))
     history = read_json(lm_run.path("checkpoint/state.json"))["history"]
     # Validation's perplexity (the kept weights', one epoch: its own) is the reported one.
-    assert history["val_perplexity"][-1] == pytest.approx(metrics["perplexity"], rel=1e-6) and metrics["weights"] == "best"
+    assert (
+        history["val_perplexity"][-1] == pytest.approx(metrics["perplexity"], rel=1e-6) and metrics["weights"] == "best"
+    )
     # ... and it is exp of the mean loss over the real (unpadded) valid tokens.
     import keras
 
@@ -78,7 +83,9 @@ def test_lm(lm_run, data_dir):
 
     model = keras.saving.load_model(lm_run.path("model.keras"))
     vocab = text.Vocabulary.build([loaders.read_text(data_dir / "lm_train.txt")], level="char")
-    rows = np.array(lm.windows(vocab.encode([loaders.read_text(data_dir / "lm_valid.txt")]).flat_values.numpy().tolist(), 15))
+    rows = np.array(
+        lm.windows(vocab.encode([loaders.read_text(data_dir / "lm_valid.txt")]).flat_values.numpy().tolist(), 15)
+    )
     logits = keras.ops.convert_to_numpy(model(rows[:, :-1]))
     logits = logits - logits.max(-1, keepdims=True)
     log_probabilities = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
@@ -97,20 +104,23 @@ def test_lm(lm_run, data_dir):
 
 
 def defaults(recipe, *argv):
-    args = recipe.parse(list(argv))
-    common.check_arguments(args)
-    return args
+    return common.resolve_settings(recipe.parse(list(argv)))
 
 
 def test_with_no_flag_classify_tag_and_lm_train_180_seconds_on_the_shipped_real_corpora():
     for recipe in (classify, tag, lm):
         args = defaults(recipe)
         assert (args.max_seconds, args.epochs) == (180, None), recipe.__name__
-    assert classify.load_examples(defaults(classify)) == (corpora.sotu_party_passages("train"), corpora.sotu_party_passages("valid"))
+    assert classify.load_examples(defaults(classify)) == (
+        corpora.sotu_party_passages("train"),
+        corpora.sotu_party_passages("valid"),
+    )
     assert tag.load_sentences(defaults(tag)) == (corpora.sotu_punctuation("train"), corpora.sotu_punctuation("valid"))
     assert lm.load_text(defaults(lm)) == (corpora.loc_workshop_en("train"), corpora.loc_workshop_en("valid"))
     # The built demonstrations stay one flag away.
-    assert classify.load_examples(defaults(classify, "--data", "reviews")) == tuple(map(list, phrasebook.sentiment_reviews()))
+    assert classify.load_examples(defaults(classify, "--data", "reviews")) == tuple(
+        map(list, phrasebook.sentiment_reviews())
+    )
     assert tag.load_sentences(defaults(tag, "--data", "phrasebook"))[1] == phrasebook.tagged_sentences()[1]
 
 
@@ -119,7 +129,9 @@ def test_a_flag_left_out_takes_the_chosen_models_default():
         for model, values in recipe.MODELS.items():
             args = defaults(recipe, "--model", model)
             assert {flag: getattr(args, flag) for flag in values} == values, (recipe.__name__, model)
-    args = defaults(translate, "--model", "transformer", "--dropout", "0.3", "--learning-rate", "1e-4", "--hidden-dim", "64")
+    args = defaults(
+        translate, "--model", "transformer", "--dropout", "0.3", "--learning-rate", "1e-4", "--hidden-dim", "64"
+    )
     assert (args.dropout, args.learning_rate, args.hidden_dim) == (0.3, 1e-4, 64)
     assert defaults(translate, "--model", "rnn", "--dropout", "0").dropout == 0.0  # zero is a value, not "not given"
 

@@ -67,7 +67,14 @@ def test_output_files(run):
     assert is_png(run.path("attention.png"))  # Bahdanau weights, or the Transformer's cross-attention
     state = read_json(run.path("checkpoint/state.json"))
     assert state["epoch"] == 1
-    assert sorted(state["history"]) == ["loss", "masked_accuracy", "val_bleu", "val_chrf", "val_loss", "val_masked_accuracy"]
+    assert sorted(state["history"]) == [
+        "loss",
+        "masked_accuracy",
+        "val_bleu",
+        "val_chrf",
+        "val_loss",
+        "val_masked_accuracy",
+    ]
     assert all(len(values) == 1 for values in state["history"].values())
     for phase in ("train", "validation"):  # TensorBoard logs
         events = glob.glob(run.path("logs", phase, "events.out.tfevents.*"))
@@ -119,7 +126,9 @@ def test_subword_run_ships_its_sentencepiece_model_and_ties_three_ways(translate
     header, rows = read_tsv(translate_subword.path("predictions.tsv"))
     predictions, sources = [r[2] for r in rows], [r[0] for r in rows]
     assert metrics["copy_rate"] == ks.metrics.copy_rate(sources, predictions)[0]
-    assert metrics["bleu_lowercase"] == pytest.approx(ks.metrics.corpus_bleu(predictions, [r[1] for r in rows], lowercase=True))
+    assert metrics["bleu_lowercase"] == pytest.approx(
+        ks.metrics.corpus_bleu(predictions, [r[1] for r in rows], lowercase=True)
+    )
     state = read_json(translate_subword.path("checkpoint/state.json"))
     assert metrics["best_validation_bleu"] == pytest.approx(max(state["history"]["val_bleu"]))
     assert all(metrics[k] >= 0 for k in ("train_seconds", "export_seconds", "translate_seconds"))
@@ -141,9 +150,8 @@ def test_the_budget_flags(recipe, argv, budget, tmp_path):
 
     from recipes import common
 
-    args = RECIPES[recipe].parse(argv + ["--output-dir", str(tmp_path)])
-    common.check_arguments(args)
-    assert (args.epochs, args.max_seconds) == budget
+    settings = common.resolve_settings(RECIPES[recipe].parse(argv + ["--output-dir", str(tmp_path)]))
+    assert (settings.epochs, settings.max_seconds) == budget
 
 
 def test_sampled_splits_stay_within_the_model_length_and_are_drawn_anew_for_each_variant():

@@ -38,13 +38,22 @@ def test_a_non_finite_loss_rolls_back_and_training_goes_on(capsys):
     assert all(np.all(np.isfinite(keras.ops.convert_to_numpy(w))) for w in model.weights)
     assert all(np.isfinite(history.history["loss"]))
     assert history.history["loss"][-1] < 0.01 * history.history["loss"][0]  # it went on learning
-    assert "test: the loss was nan at batch 2; rolled back to the last finite weights (1; the run ends at 3)" in capsys.readouterr().out
+    assert (
+        "test: the loss was nan at batch 2; rolled back to the last finite weights (1; the run ends at 3)"
+        in capsys.readouterr().out
+    )
     # The kernel came back from the copy taken after epoch 1, then trained on: finite, and near the truth.
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.layers[0].kernel)[:, 0], [1.0, -2.0, 0.5, 3.0], atol=0.25)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model.layers[0].kernel)[:, 0], [1.0, -2.0, 0.5, 3.0], atol=0.25
+    )
 
 
 def test_the_n_th_non_finite_loss_ends_training():
     model, x, y = regression()
     guard = training.NonFiniteGuard(max_events=2)
-    with pytest.raises(ValueError, match=r"training: expected fewer than 2 non-finite losses \(NonFiniteGuard max_events, the recipes' --max-nan\), got 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"training: expected fewer than 2 non-finite losses "
+        r"\(NonFiniteGuard max_events, the recipes' --max-nan\), got 2",
+    ):
         model.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False, callbacks=[PoisonAt({3, 12}), guard])

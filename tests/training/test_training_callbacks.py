@@ -26,7 +26,9 @@ def test_a_step_budget_stops_fit_and_sets_each_steps_rate():
     history = model.fit(x, y, batch_size=1, epochs=100, callbacks=[budget, schedule], verbose=0)
     assert budget.spent_steps == 20 and len(history.history["loss"]) == 5
     fractions = np.arange(20) / 20  # the share spent before each step
-    expected = np.where(fractions < 0.25, 0.1 * np.maximum(fractions / 0.25, 1e-3), 0.1 * (1 - (fractions - 0.25) / 0.75))
+    expected = np.where(
+        fractions < 0.25, 0.1 * np.maximum(fractions / 0.25, 1e-3), 0.1 * (1 - (fractions - 0.25) / 0.75)
+    )
     # Each step's rate is the formula's (20 steps fall on the 1/1000 grid), applied within the compiled step.
     applied = -keras.ops.convert_to_numpy(model.weights[0])[0, 0]
     np.testing.assert_allclose(applied, expected.sum(), rtol=1e-6)
@@ -73,7 +75,9 @@ class Scores:
 def test_best_weights_are_restored_and_patience_stops(tmp_path):
     model = sum_model()
     score = Scores([1.0, 3.0, 2.0, 2.5, 0.5, 9.0])
-    validation = training.BestByValidation(score, "bleu", patience=3, path=str(tmp_path / "best.weights.h5"), verbose=False)
+    validation = training.BestByValidation(
+        score, "bleu", patience=3, path=str(tmp_path / "best.weights.h5"), verbose=False
+    )
     history = model.fit(*ones(2), batch_size=1, epochs=10, callbacks=[validation], verbose=0)
     assert history.history["val_bleu"] == [1.0, 3.0, 2.0, 2.5, 0.5]  # stopped after 3 scores without gain
     assert validation.best == 3.0 and validation.chosen == "best"

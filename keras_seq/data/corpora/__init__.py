@@ -72,7 +72,8 @@ def software_en_fr(split="train", origins=None, exclude=()):
         if unknown:
             raise ValueError(f"software_en_fr: `{argument}` expected origins among {sorted(known)}, got {unknown}.")
     return [
-        (source, target) for row_split, origin, source, target in _software_rows()
+        (source, target)
+        for row_split, origin, source, target in _software_rows()
         if row_split == split and (origins is None or origin in origins) and origin not in exclude
     ]
 
@@ -87,7 +88,8 @@ def sotu_addresses(split="train"):
     _check_split("sotu_en", split)
     return [
         {"year": int(year), "president": president, "party": party, "text": text}
-        for row_split, year, president, party, text in _rows("sotu_en", "addresses.tsv.gz") if row_split == split
+        for row_split, year, president, party, text in _rows("sotu_en", "addresses.tsv.gz")
+        if row_split == split
     ]
 
 

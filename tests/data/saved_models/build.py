@@ -16,10 +16,21 @@ import keras_seq as ks
 
 MODELS = {
     "rnn_seq2seq_input_feeding": lambda: ks.models.rnn_seq2seq(20, 22, embedding_dim=8, units=8, input_feeding=True),
-    "rnn_seq2seq_luong": lambda: ks.models.rnn_seq2seq(20, 22, embedding_dim=8, units=8, cell="lstm", attention="luong"),
+    "rnn_seq2seq_luong": lambda: ks.models.rnn_seq2seq(
+        20, 22, embedding_dim=8, units=8, cell="lstm", attention="luong"
+    ),
     "rnn_lm_conditioned": lambda: ks.models.rnn_lm(20, embedding_dim=8, units=8, cell="coupled_lstm", condition_dim=3),
     "transformer_seq2seq_tied": lambda: ks.models.transformer_seq2seq(
-        20, 20, 6, 6, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, tie_embeddings=True, share_embeddings=True
+        20,
+        20,
+        6,
+        6,
+        num_layers=1,
+        hidden_dim=8,
+        num_heads=2,
+        intermediate_dim=16,
+        tie_embeddings=True,
+        share_embeddings=True,
     ),
     "transformer_lm_tied": lambda: ks.models.transformer_lm(
         20, 6, num_layers=1, hidden_dim=8, num_heads=2, intermediate_dim=16, tie_embeddings=True
@@ -55,7 +66,9 @@ def main(directory):
         inputs = fixed_inputs(model, rng)
         outputs = call(model, inputs)
         model.save(os.path.join(directory, f"{name}.keras"))
-        np.savez(os.path.join(directory, f"{name}.npz"), outputs=outputs, **{f"input:{k}": v for k, v in inputs.items()})
+        np.savez(
+            os.path.join(directory, f"{name}.npz"), outputs=outputs, **{f"input:{k}": v for k, v in inputs.items()}
+        )
         print(name, outputs.shape)
 
 

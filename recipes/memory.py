@@ -1,4 +1,7 @@
-"""The C allocator's setting for training: memory a step frees is kept for the next step.
+"""The recipes' setting of the C allocator for training: memory a step frees is kept for the next step.
+
+A choice of the program that trains, not of the library, since it changes the whole process: the recipes make
+it at their start.
 
 glibc's `malloc` serves a request above its mmap threshold (at most 32 MiB) with a fresh mapping that
 `free` unmaps, and gives the free top of its heap back to the system past its trim threshold. A
@@ -11,7 +14,7 @@ anew whatever the setting; JAX runs its CPU programs on a thread of its own unle
 
 import ctypes
 
-import keras
+from keras_seq import backend
 
 # mallopt(3)'s parameter numbers (glibc's malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
@@ -36,8 +39,8 @@ def keep_freed_memory():
         libc.gnu_get_libc_version  # only glibc has it: another C library's mallopt means something else
     except (OSError, TypeError, AttributeError):  # Windows has no process-wide C library handle
         return False
-    if keras.backend.backend() == "jax":
-        import jax
-
-        jax.config.update("jax_cpu_enable_async_dispatch", False)  # read when JAX's CPU client starts
-    return all(libc.mallopt(parameter, value) == 1 for parameter, value in ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, TRIM_THRESHOLD)))
+    backend.run_programs_on_calling_thread()  # read when JAX's CPU client starts
+    return all(
+        libc.mallopt(parameter, value) == 1
+        for parameter, value in ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    )

@@ -19,8 +19,11 @@ def is_jax_default():
     partitionable layout, compared as float32 (64-bit floats off)."""
     import jax
 
-    return (jax.config.jax_default_prng_impl == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
-            and not jax.config.jax_enable_x64)
+    return (
+        jax.config.jax_default_prng_impl == "threefry2x32"
+        and bool(jax.config.jax_threefry_partitionable)
+        and not jax.config.jax_enable_x64
+    )
 
 
 def _rotate_left(x, distance):

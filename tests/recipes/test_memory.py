@@ -20,7 +20,7 @@ PROGRAM = textwrap.dedent(
     """
     import ctypes, json, resource, sys, threading
     sys.path.insert(0, sys.argv[1])
-    from keras_seq.training import memory
+    from recipes import memory
 
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
@@ -49,15 +49,21 @@ PROGRAM = textwrap.dedent(
     """
 )
 
-glibc_only = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-                                reason="mallopt's settings are glibc's")
+glibc_only = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="mallopt's settings are glibc's"
+)
 
 
 def run_probe(program, *arguments, **environment):
     """The JSON last line of `program` run in a fresh process, glibc's malloc at its defaults (no MALLOC_ variables)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    process = subprocess.run([sys.executable, "-c", program, REPO, *arguments], capture_output=True, text=True,
-                             check=True, env={**env, **environment})
+    process = subprocess.run(
+        [sys.executable, "-c", program, REPO, *arguments],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**env, **environment},
+    )
     return json.loads(process.stdout.splitlines()[-1])
 
 
@@ -84,7 +90,7 @@ JAX_PROGRAM = textwrap.dedent(
     """
     import json, resource, sys
     sys.path.insert(0, sys.argv[1])
-    from keras_seq.training import memory
+    from recipes import memory
 
     if sys.argv[2] == "call":
         memory.keep_freed_memory()
