@@ -751,10 +751,9 @@ def generate(
     )
     shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
     key = (tuple(sorted(settings.items())), shapes)
-    compiled = model._compiled_decoders.get(key)
-    if compiled is None:
-        compiled = backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
-        model._compiled_decoders[key] = compiled
+    compiled = model.compiled_decoder(
+        key, lambda: backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
+    )
     ids, scores = compiled(inputs, backend.decoding_seed(seed))
     if num_return_sequences == 1:
         return ids[:, 0]

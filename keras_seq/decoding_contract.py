@@ -1,10 +1,11 @@
 """The decoding contract: the methods a model implements for `keras_seq.decoding` to decode it.
 
-`Decodable` declares every method and attribute that `generate`, `decode`, the
-SavedModel export (`keras_seq.export`) and the CTranslate2 converter read of a model,
-each documented once, there. keras_seq's language and seq2seq models inherit it
-through `keras_seq.models.generative.GenerativeModel`; another model inherits it and
-implements its required methods (`REQUIRED`). `require` turns a model that lacks
+`Decodable` declares the methods and attributes that `generate`, `decode` and the
+SavedModel export (`keras_seq.export`) read of a model (a Keras model, whose variables
+they read too), each documented once, there; the CTranslate2 converter reads the
+vocabulary sizes from it, and the rest from the Transformer it converts. keras_seq's
+language and seq2seq models inherit it through `keras_seq.models.generative.GenerativeModel`;
+another model inherits it and implements its required methods (`REQUIRED`). `require` turns a model that lacks
 the contract away with a ValueError naming what is missing, before anything is traced.
 
 Shapes: `B` input rows; `copies` consecutive rows per input row (the beams, or the
@@ -125,6 +126,14 @@ class Decodable:
         next ids. Required: the cached step that makes a token cost one position.
         """
         raise NotImplementedError(f"{type(self).__name__} must define `decoding_step`.")
+
+    def compiled_decoder(self, key, compile_decoder):
+        """The decoder `compile_decoder()` compiles for `key` (the settings and input shapes of a `generate` call),
+        compiled once per model and key: a new call with the same key runs the same program."""
+        decoders = vars(self).setdefault("_compiled_decoders", {})
+        if key not in decoders:
+            decoders[key] = compile_decoder()
+        return decoders[key]
 
     def reorder_cache(self, cache, rows):
         """The cache of the rows `rows` `(R,)` int32, in that order: each surviving beam takes its parent's cache.

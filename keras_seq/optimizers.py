@@ -13,10 +13,10 @@ class Adam(keras.optimizers.Adam):
     the tensors one small operation at a time; one fused kernel does the whole step
     (`keras_seq.backend.torch.adam_update`). Keras' TensorFlow Adam runs a chain of small operations
     per variable; TensorFlow's `ResourceApplyAdam` does a variable's update in one
-    (`keras_seq.backend.tensorflow.adam_update`). Keras' own update runs on JAX, on torch off the CPU, for
-    `amsgrad`, for variables other than float32, for sparse gradients on TensorFlow and under
-    a `tf.distribute` strategy; only there does a subclass's `update_step` run. Arguments as
-    `keras.optimizers.Adam`.
+    (`keras_seq.backend.tensorflow.adam_update`). Keras' own update runs on JAX, on torch off the
+    CPU (Keras' multi-tensor update), and on TensorFlow for `amsgrad`, for variables other than
+    float32, for sparse gradients and under a `tf.distribute` strategy; a subclass's `update_step`
+    runs on JAX and in those TensorFlow cases. Arguments as `keras.optimizers.Adam`.
     """
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):

@@ -1,7 +1,7 @@
 """JAX's overrides of `keras_seq.backend.common`: each says what it replaces, why, and when it can go.
 
-Most serve XLA on a CPU, where JAX compiles some patterns less well than on an accelerator; on a
-GPU or TPU they fall back to the plain path.
+Most serve XLA on a CPU, where JAX compiles some patterns less well than on an accelerator; the attention
+layouts fall back to the plain path on a GPU or TPU, the arg-max test and the dropout masks run on every device.
 """
 
 import contextlib

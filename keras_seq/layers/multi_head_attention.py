@@ -67,8 +67,8 @@ class MultiHeadAttention(keras.layers.Layer):
       any other call, so every call at inference, uses the fused
       `keras.ops.dot_product_attention` (flash/cuDNN kernels where the backend has them,
       unless `keras.config.disable_flash_attention()` was called), except when
-      `value_dim != key_dim` and on JAX on the CPU, where the softmax is written out
-      heads first instead, which XLA runs faster there
+      `value_dim != key_dim`, where the softmax is written out, and on JAX on the CPU,
+      where it is written out heads first, which XLA runs faster there
       (`keras_seq.backend.heads_first_attention`).
     * The softmax runs in float32 under mixed precision; a query whose keys are all
       masked gets zero weights and a zero context (the output is then the output
