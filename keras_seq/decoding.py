@@ -52,9 +52,14 @@ def _mask_forbidden(logits, step, end_id, min_length):
     """
     ids = ops.arange(ops.shape(logits)[-1])
     forbidden = ids == 0
-    if end_id is not None and min_length > 0:
+    if end_id is not None and not _is_zero(min_length):
         forbidden = ops.logical_or(forbidden, ops.logical_and(ids == end_id, step < min_length))
     return ops.where(forbidden, _NEG_INF, ops.cast(logits, "float32"))
+
+
+def _is_zero(value):
+    """Whether `value` is the Python number 0 (a tensor, a runtime setting, is never known to be)."""
+    return isinstance(value, (int, float)) and value == 0
 
 
 def _argmax(logits):
@@ -155,7 +160,7 @@ def _beam_step(advance, reorder, step, rows, groups, settings):
     if end_id is not None:
         done = ops.logical_or(done, ops.equal(token, end_id))
         count, alpha = settings["num_return_sequences"], settings["length_penalty"]
-        decided = _decided(done, scores, lengths, count, alpha, ops.shape(rows["ids"])[1])
+        decided = _decided(done, scores, lengths, count, alpha, _length_limit(rows, settings))
         done = ops.logical_or(done, decided[:, None])
         if settings["early_stopping"]:
             done, scores = _settle(done, scores, lengths, count, alpha)
@@ -227,9 +232,21 @@ def _best_continuations(logits, scores, done, k):
 
 
 def _ranked_ended(done, scores, lengths, count, alpha):
-    """`(B, 1)`: the penalised score of each sequence's `count`-th best ended beam (-3e38 if fewer ended)."""
+    """`(B, 1)`: the penalised score of each sequence's `count`-th best ended beam (-3e38 if fewer ended);
+    `count` a Python int or, set at run time, an int32 scalar tensor."""
     ended = ops.where(done, scores / gnmt_length_penalty(lengths, alpha), _LOWEST)
-    return ops.top_k(ended, count, sorted=True)[0][:, -1:]
+    if isinstance(count, int):
+        return ops.top_k(ended, count, sorted=True)[0][:, -1:]
+    batch, beams = ops.shape(ended)
+    place = ops.full((batch, 1), beams - ops.cast(count, "int32"), "int32")
+    return ops.take_along_axis(ops.sort(ended, axis=1), place, axis=1)
+
+
+def _length_limit(rows, settings):
+    """The length the decoding stops at: `settings["length_limit"]` (an int32 scalar set at run time, at most
+    the id buffer's width), else the buffer's width."""
+    limit = settings["length_limit"]
+    return ops.shape(rows["ids"])[1] if limit is None else limit
 
 
 def _decided(done, scores, lengths, count, alpha, max_length):
@@ -514,9 +531,10 @@ def search_steps(model, state, stop, **settings):
         return step + 1, rows, groups
 
     max_length = ops.shape(rows["ids"])[1]
+    limit = _length_limit(rows, settings)
 
     def condition(step, rows, groups):
-        return ops.logical_and(step < ops.minimum(stop, max_length), ops.logical_not(ops.all(groups["done"])))
+        return ops.logical_and(step < ops.minimum(stop, limit), ops.logical_not(ops.all(groups["done"])))
 
     step, rows, groups = ops.while_loop(
         condition, body, (state["step"], rows, state["groups"]), maximum_iterations=max_length
@@ -760,9 +778,14 @@ def generate(
     return ids, scores
 
 
-# `decode`'s settings left out take `generate`'s defaults (the seed is `decode`'s own argument).
+# `decode`'s settings left out take `generate`'s defaults (the seed is `decode`'s own argument). One more is
+# `decode`'s alone: `length_limit`, an int32 scalar at most `max_length` where the decoding stops, set at run time
+# (a SavedModel's `max_length` option) without a new id buffer shape; None stops at `max_length`.
 _GENERATE_DEFAULTS = {
-    name: parameter.default
-    for name, parameter in inspect.signature(generate).parameters.items()
-    if parameter.default is not inspect.Parameter.empty and name != "seed"
+    **{
+        name: parameter.default
+        for name, parameter in inspect.signature(generate).parameters.items()
+        if parameter.default is not inspect.Parameter.empty and name != "seed"
+    },
+    "length_limit": None,
 }

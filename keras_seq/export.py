@@ -156,28 +156,33 @@ class _DroppingDecoder:
 
         self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
-        def start(ids):
-            return decoding.search_start(model, ids, tf.constant(0), max_length, True, weights, **settings)
+        def start(ids, options=None):
+            return decoding.search_start(
+                model, ids, tf.constant(0), max_length, True, weights, **{**settings, **options}
+            )
 
-        def steps(state, stop):  # the state less its context (`decoding.split_context`)
-            state = decoding.search_steps(model, state, stop, **settings)
+        def steps(state, stop, options=None):  # the state less its context (`decoding.split_context`)
+            state = decoding.search_steps(model, state, stop, **{**settings, **(options or {})})
             return (decoding.split_context(state)[0], *decoding.unfinished_groups(state))
 
-        def whole(ids):
-            return decoding.decode(model, ids, tf.constant(0), max_length, weights, **settings)
+        def whole(ids, options=None):
+            return decoding.decode(model, ids, tf.constant(0), max_length, weights, **{**settings, **(options or {})})
 
         self.start, self.steps, self.whole = (
             tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole)
         )
 
-    def __call__(self, ids):
-        """Decode `ids` by the loop over the compiled `start` and `steps` (a lone sentence: `whole`)."""
+    def __call__(self, ids, options=None):
+        """Decode `ids` by the loop over the compiled `start` and `steps` (a lone sentence: `whole`); `options`:
+        the settings given at run time (`decoding.decode`'s names, scalar tensors), beside the decoder's own."""
         import tensorflow as tf
 
         from keras_seq import decoding
 
         model, max_length = self.model, self.max_length
-        state = self.start(ids)
+        options = options or {}
+        limit = options.get("length_limit", max_length)
+        state = self.start(ids, options)
         copies = state["groups"]["done"].shape[1]
 
         def results(state):  # what `search_result` reads
@@ -185,7 +190,7 @@ class _DroppingDecoder:
             return {"ids": tf.reshape(state["rows"]["ids"], (-1, copies, max_length)), **groups}
 
         def condition(state, origin, outputs):
-            return tf.logical_and(state["step"] < max_length, tf.logical_not(tf.reduce_all(state["groups"]["done"])))
+            return tf.logical_and(state["step"] < limit, tf.logical_not(tf.reduce_all(state["groups"]["done"])))
 
         def body(state, origin, outputs):
             sentences = tf.shape(origin)[0]
@@ -193,7 +198,7 @@ class _DroppingDecoder:
             to_window_end = _window_at_least(model, state["step"] + 1, max_length)
             stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), to_window_end)
             state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
-            stepped, order, unfinished = self.steps(state, stop)
+            stepped, order, unfinished = self.steps(state, stop, options)
             state = decoding.join_context(stepped, decoding.split_context(state)[1])
             news = results(state)
             outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
@@ -223,7 +228,7 @@ class _DroppingDecoder:
         )
         _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
         ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
-        return decoding.search_result(ended, **self.settings)
+        return decoding.search_result(ended, **{**self.settings, **(options or {})})
 
 
 def _free_axes(shape, *axes):
@@ -231,6 +236,55 @@ def _free_axes(shape, *axes):
     import tensorflow as tf
 
     return tf.TensorShape([None if axis in axes else size for axis, size in enumerate(shape)])
+
+
+def _best_by_route(decoder, source_length, least_rows):
+    """`best(ids (B, S), options) -> (ids (B, n, max_length), scores (B, n))`: `decoder` (a `_DroppingDecoder`)
+    on `ids` cut to `_few_shapes`, or as `PARTS` parts by length for `SPLIT_FROM` sentences or more (`_alone` for
+    one sentence, or none); `options` as for the decoder."""
+    import tensorflow as tf
+
+    def decode(ids, options):  # two sentences or more
+        best, scores = decoder(_few_shapes(ids, source_length, least_rows), options)
+        return best[: tf.shape(ids)[0]], scores[: tf.shape(ids)[0]]
+
+    def in_parts(ids, options):
+        order = tf.argsort(_lengths(ids), direction="DESCENDING", stable=True)
+        ids = tf.gather(ids, order)
+        size = (tf.shape(ids)[0] + PARTS - 1) // PARTS
+        parts = [decode_once(ids[part * size : (part + 1) * size], options) for part in range(PARTS)]
+        back = tf.math.invert_permutation(order)
+        return tuple(tf.gather(tf.concat(outputs, axis=0), back) for outputs in zip(*parts))
+
+    def alone(ids, options):
+        best, scores = decoder.whole(_alone(ids, source_length, least_rows), options)
+        return best[: tf.shape(ids)[0]], scores[: tf.shape(ids)[0]]
+
+    traced = {}  # per set of options: traced once, called by the batch's path and by each part
+
+    def decode_once(ids, options):
+        key = tuple(sorted(options))
+        if key not in traced:
+            specs = {name: tf.TensorSpec.from_tensor(tf.convert_to_tensor(x)) for name, x in options.items()}
+            signature = [tf.TensorSpec([None, None], tf.int32), specs]
+            traced[key] = tf.function(decode, autograph=False, input_signature=signature)
+        return traced[key](ids, options)
+
+    def best(ids, options):
+        route = tf.cast(tf.shape(ids)[0] > 1, tf.int32) + tf.cast(tf.shape(ids)[0] >= SPLIT_FROM, tf.int32)
+        return tf.switch_case(route, [lambda f=f: f(ids, options) for f in (alone, decode_once, in_parts)])
+
+    return best
+
+
+def _hypothesis_lengths(ids):
+    """The ids each hypothesis of `ids` `(B, n, L)` generated, its end id included (the start id is not)."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(tf.cast(ids[..., 1:] != 0, tf.int32), axis=-1)
+
+
+RUNTIME_OPTIONS = ("beam_size", "n_best", "length_penalty", "min_length", "max_length")
 
 
 def export_translator(
@@ -244,21 +298,38 @@ def export_translator(
     length_penalty=0.6,
     early_stopping=False,
 ):
-    """Write a SavedModel that translates strings `(B,)` to strings `(B,)`, by beam search or greedily.
+    """Write a SavedModel that translates strings `(B,)`, by beam search or greedily, with options per call.
 
-    Two signatures: `translate` runs beam search with `num_beams` beams, the GNMT
-    length penalty and `early_stopping` (see `keras_seq.decoding.generate`);
-    `translate_greedy` takes the most likely id at each step. Sources are tokenized
-    with `source_vocabulary` and cut to `source_length` ids; translations of at most
-    `max_length` ids (start id included) are joined back into text. The decoding runs
-    as XLA programs compiled at their first call for each shape (graph mode would run
-    each step's operations one by one), dropping the ended sentences every few steps
-    (`_DroppingDecoder`); `_few_shapes` keeps the shapes few (`_alone`, with fewer
-    operations, for a lone sentence, whose latency they would add to). A batch of `SPLIT_FROM`
-    sentences or more is decoded as `PARTS` parts at once, one XLA program running
-    its operations one after another: parts keep more cores busy. The parts take the
-    sources by length, longest first: a part's sources pad to a length near their
-    own, its sentences tend to end together, and the longest part starts first.
+    Three signatures:
+
+    * `translate(sentences) -> (B,)` strings: beam search with `num_beams` beams, the
+      GNMT length penalty and `early_stopping` (see `keras_seq.decoding.generate`);
+    * `translate_greedy(sentences)`: the most likely id at each step;
+    * `translate_options(sentences, beam_size, n_best, length_penalty, min_length,
+      max_length)` (int32, int32, float32, int32, int32 scalars; `RUNTIME_OPTIONS`):
+      `beam_size` 1 (greedy) or `num_beams`, `n_best` in `[1, beam_size]`,
+      `0 <= min_length <= max_length <= ` the exported `max_length`, the lengths
+      counting the start id as `generate`'s do. Returns `{"translations": (B, n_best)
+      strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first: a
+      hypothesis' summed log-probability and that over the GNMT length penalty of its
+      length (the ids it generated, its end id included). What `generate` gives with
+      the same settings (`num_return_sequences=n_best`, `max_length`); the options are
+      runtime values, so changing them compiles nothing new. Out-of-range options
+      fail the call with `InvalidArgumentError`. The SavedModel also holds `num_beams`
+      and `max_length` as int32 variables and `length_penalty` as a float32 one, for a server's checks and
+      defaults.
+
+    Sources are tokenized with `source_vocabulary` and cut to `source_length` ids;
+    translations of at most `max_length` ids (start id included) are joined back into
+    text. The decoding runs as XLA programs compiled at their first call for each
+    shape (graph mode would run each step's operations one by one), dropping the ended
+    sentences every few steps (`_DroppingDecoder`); `_few_shapes` keeps the shapes few
+    (`_alone`, with fewer operations, for a lone sentence, whose latency they would add
+    to). A batch of `SPLIT_FROM` sentences or more is decoded as `PARTS` parts at once,
+    one XLA program running its operations one after another: parts keep more cores
+    busy. The parts take the sources by length, longest first: a part's sources pad to
+    a length near their own, its sentences tend to end together, and the longest part
+    starts first.
     """
     import tensorflow as tf
 
@@ -267,49 +338,78 @@ def export_translator(
 
     decoding_contract.require(model, "export_translator")
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
+    module.num_beams = tf.Variable(num_beams, dtype=tf.int32, trainable=False)
+    module.max_length = tf.Variable(max_length, dtype=tf.int32, trainable=False)
+    module.length_penalty = tf.Variable(length_penalty, dtype=tf.float32, trainable=False)
     weights = decoding.step_weights(model)
     if weights is not None:  # stored once, not laid out again at every call
         module.step_weights = weights = tf.nest.map_structure(lambda x: tf.Variable(x, trainable=False), weights)
-    strategies = {
-        "translate": dict(
-            strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping
-        ),
-        "translate_greedy": dict(strategy="greedy"),
-    }
+    beam = dict(strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping)
 
-    def signature(name, settings):
+    def best_of(settings):
         least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
         settings = dict(end_id=text.END, start_id=text.START, **settings)
-        decoder = _DroppingDecoder(module.model, max_length, settings, least_rows, weights)
+        return _best_by_route(
+            _DroppingDecoder(module.model, max_length, settings, least_rows, weights), source_length, least_rows
+        )
 
-        # Traced once, called by the batch's path and by each part: the loop's graph is built once, not five times.
-        @tf.function(autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int32)])
-        def decode(ids):  # two sentences or more
-            best, _ = decoder(_few_shapes(ids, source_length, least_rows))
-            return best[: tf.shape(ids)[0], 0]
+    def source_ids(sentences):
+        return source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
 
-        def in_parts(ids):
-            order = tf.argsort(_lengths(ids), direction="DESCENDING", stable=True)
-            ids = tf.gather(ids, order)
-            size = (tf.shape(ids)[0] + PARTS - 1) // PARTS
-            best = tf.concat([decode(ids[part * size : (part + 1) * size]) for part in range(PARTS)], axis=0)
-            return tf.gather(best, tf.math.invert_permutation(order))
+    def strings(ids):  # (B, n, L) -> (B, n)
+        decoded = target_vocabulary.decode(tf.reshape(ids, (-1, max_length)), table=module.target_table)
+        return tf.reshape(decoded, tf.shape(ids)[:2])
 
-        def alone(ids):
-            best, _ = decoder.whole(_alone(ids, source_length, least_rows))
-            return best[: tf.shape(ids)[0], 0]
+    beam_best, greedy_best = best_of(beam), best_of(dict(strategy="greedy"))
 
+    def fixed(name, best):
         def translate(sentences):
-            ids = source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
-            batch = tf.shape(ids)[0]
-            path = tf.cast(batch > 1, tf.int32) + tf.cast(batch >= SPLIT_FROM, tf.int32)
-            best = tf.switch_case(path, [lambda: alone(ids), lambda: decode(ids), lambda: in_parts(ids)])
-            return target_vocabulary.decode(best, table=module.target_table)
+            return strings(best(source_ids(sentences), {})[0])[:, 0]
 
         translate.__name__ = name
         return tf.function(translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
 
-    _save(module, path, *(signature(name, settings) for name, settings in strategies.items()))
+    def translate_options(sentences, beam_size, n_best, length_penalty, min_length, max_length):
+        checks = [
+            tf.debugging.assert_equal(
+                tf.logical_or(beam_size == 1, beam_size == num_beams), True, f"beam_size: expected 1 or {num_beams}"
+            ),
+            tf.debugging.assert_equal(
+                tf.logical_and(n_best >= 1, n_best <= beam_size), True, "n_best: expected 1 to beam_size"
+            ),
+            tf.debugging.assert_equal(
+                tf.logical_and(max_length >= 1, max_length <= module.max_length),
+                True,
+                "max_length: expected 1 to the exported max_length",
+            ),
+            tf.debugging.assert_equal(
+                tf.logical_and(min_length >= 0, min_length <= max_length), True, "min_length: expected 0 to max_length"
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            ids = source_ids(sentences)
+        options = dict(length_penalty=length_penalty, min_length=min_length, length_limit=max_length)
+        best, scores = tf.cond(
+            beam_size == 1,
+            lambda: greedy_best(ids, options),
+            lambda: beam_best(ids, {**options, "num_return_sequences": n_best}),
+        )
+        penalty = decoding.gnmt_length_penalty(_hypothesis_lengths(best), length_penalty)
+        log_probs = tf.where(beam_size == 1, scores, scores * penalty)
+        return {"translations": strings(best), "scores": log_probs / penalty, "log_probs": log_probs}
+
+    options_signature = tf.function(
+        translate_options,
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="sentences"),
+            tf.TensorSpec([], tf.int32, name="beam_size"),
+            tf.TensorSpec([], tf.int32, name="n_best"),
+            tf.TensorSpec([], tf.float32, name="length_penalty"),
+            tf.TensorSpec([], tf.int32, name="min_length"),
+            tf.TensorSpec([], tf.int32, name="max_length"),
+        ],
+    )
+    _save(module, path, fixed("translate", beam_best), fixed("translate_greedy", greedy_best), options_signature)
 
 
 def export_classifier(model, vocabulary, labels, path, sequence_length):

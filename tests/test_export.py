@@ -60,9 +60,9 @@ def translator(request, tmp_path_factory):
     return model, vocabulary, exported
 
 
-def generated(model, vocabulary, sentences, **settings):
+def generated(model, vocabulary, sentences, max_length=MAX_LENGTH, **settings):
     ids = vocabulary.encode(sentences)[:, :SOURCE_LENGTH].to_tensor(shape=[None, SOURCE_LENGTH]).numpy()
-    best = model.generate(ids, MAX_LENGTH, end_id=text.END, start_id=text.START, **settings)
+    best = model.generate(ids, max_length, end_id=text.END, start_id=text.START, **settings)
     return [s.decode() for s in vocabulary.decode(keras.ops.convert_to_numpy(best)).numpy()]
 
 
@@ -211,3 +211,78 @@ def test_a_model_without_the_decoding_contract_is_not_exported(tmp_path):
     with pytest.raises(ValueError, match=r"export_language_model: .*does not inherit it and lacks .*start_decoding"):
         export.export_language_model(classifier, vocabulary, str(tmp_path / "lm"), MAX_LENGTH)
     assert not list(tmp_path.iterdir())
+
+
+OPTION_SETS = [
+    dict(beam_size=3, n_best=3, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH),
+    dict(beam_size=3, n_best=2, length_penalty=1.0, min_length=5, max_length=8),
+    dict(beam_size=3, n_best=1, length_penalty=0.0, min_length=0, max_length=4),
+    dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=3, max_length=7),
+]
+
+
+def with_options(exported, sentences, beam_size, n_best, length_penalty, min_length, max_length):
+    import tensorflow as tf
+
+    result = exported.translate_options(
+        tf.constant(sentences, tf.string),
+        tf.constant(beam_size),
+        tf.constant(n_best),
+        tf.constant(length_penalty, tf.float32),
+        tf.constant(min_length),
+        tf.constant(max_length),
+    )
+    texts = [[s.decode() for s in row] for row in result["translations"].numpy()]
+    return texts, result["scores"].numpy(), result["log_probs"].numpy()
+
+
+def gnmt_penalty(length, alpha):
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: "-".join(f"{k}{v}" for k, v in o.items()))
+def test_translate_options_gives_generates_n_best_with_its_scores(translator, options):
+    """Each runtime option of `translate_options` changes the SavedModel's output as it changes `generate`'s: the
+    same n-best translations, and scores equal to `generate`'s (the raw ones to the GNMT formula in NumPy)."""
+    model, vocabulary, exported = translator
+    beam, n = options["beam_size"] > 1, options["n_best"]
+    texts, got_scores, got_log_probs = with_options(exported[False], SENTENCES, **options)
+    settings = dict(
+        strategy="beam" if beam else "greedy",
+        num_beams=3,
+        length_penalty=options["length_penalty"],
+        min_length=options["min_length"],
+        max_length=options["max_length"],
+    )
+    if beam and n == 1:  # generate gives no scores for one sequence, and its stopping rule depends on n
+        assert [row[0] for row in texts] == generated(model, vocabulary, SENTENCES, **settings)
+    else:
+        # Greedy decoding gives its summed log-probabilities for two sequences or more (each copy the same).
+        ids = vocabulary.encode(SENTENCES)[:, :SOURCE_LENGTH].to_tensor(shape=[None, SOURCE_LENGTH]).numpy()
+        settings["num_return_sequences"] = n if beam else 2
+        best, scores = model.generate(ids, end_id=text.END, start_id=text.START, **settings)
+        best, scores = keras.ops.convert_to_numpy(best)[:, :n], keras.ops.convert_to_numpy(scores)[:, :n]
+        assert texts == [[s.decode() for s in vocabulary.decode(row).numpy()] for row in best]
+        penalty = gnmt_penalty((best[..., 1:] != 0).sum(axis=-1), options["length_penalty"])
+        raw = scores * penalty if beam else scores
+        np.testing.assert_allclose(got_log_probs, raw, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got_scores, raw / penalty, rtol=1e-4, atol=1e-4)
+    assert all(len(row) == n for row in texts)
+    minimum = options["min_length"] - 1  # the start id counts in the lengths
+    assert all(len(t.split()) >= minimum for row in texts for t in row)
+    assert all(len(t.split()) <= options["max_length"] - 1 for row in texts for t in row)
+    # A sentence's result does not depend on the rest of its batch (a lone one, a batch decoded in parts).
+    alone = [with_options(exported[False], [s], **options)[0][0] for s in SENTENCES]
+    assert alone == texts
+    assert with_options(exported[False], SENTENCES * 4, **options)[0] == texts * 4
+
+
+def test_translate_options_turn_down_options_outside_the_export(translator):
+    import tensorflow as tf
+
+    _, _, exported = translator
+    good = OPTION_SETS[0]
+    for name, value in [("beam_size", 2), ("n_best", 4), ("max_length", MAX_LENGTH + 1), ("min_length", 11)]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=name):
+            with_options(exported[False], SENTENCES, **{**good, name: value})
+    assert int(exported[False].num_beams.numpy()) == 3 and int(exported[False].max_length.numpy()) == MAX_LENGTH

@@ -1,0 +1,217 @@
+"""The engines a server runs: a keras_seq export (a TensorFlow SavedModel) or a CTranslate2 conversion.
+
+An engine turns a request's options into a hashable key (`parse_options`,
+raising `RequestError` for values it cannot take) and decodes a list of strings
+with one key (`run`, blocking, called on the batcher's worker thread). Only
+TensorFlow (and tensorflow-text, for subword vocabularies) is needed to serve an
+export, as `keras_seq.export` promises.
+"""
+
+import dataclasses
+import json
+import math
+import os
+
+import numpy as np
+
+# The signature each export kind is found by -> (kind, route, the request's field holding its strings).
+KINDS = {
+    "translate": ("translate", "translate", "sentences"),
+    "classify": ("classify", "classify", "texts"),
+    "tag": ("tag", "tag", "sentences"),
+    "generate": ("lm", "generate", "prompts"),
+}
+# The largest length penalty taken: beyond it the length term swamps the log probabilities it ranks.
+MAX_LENGTH_PENALTY = 10.0
+
+
+class RequestError(ValueError):
+    """A request the engine cannot take: answered with `status` and the message, never a 500."""
+
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+def _is_integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _integer(name, value, low, high):
+    """`value`, an integer in [low, high], else a `RequestError` naming `name`, what came and what was expected."""
+    if not _is_integer(value) or not low <= value <= high:
+        raise RequestError(f"{name}: expected an integer in [{low}, {high}], got {_shown(value)}")
+    return value
+
+
+def _number(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RequestError(f"{name}: expected a number in [{low}, {high}], got {_shown(value)}")
+    if not low <= value <= high:
+        raise RequestError(f"{name}: expected a number in [{low}, {high}], got {_shown(value)}")
+    return float(value)
+
+
+def _shown(value, limit=60):
+    """`value` as JSON would show it, cut to `limit` characters (an error message is one short line)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _text(value):
+    """A string tensor's element as text (bytes that are not UTF-8 shown as U+FFFD)."""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _finite_or_none(value):
+    value = float(value)
+    return value if math.isfinite(value) else None  # JSON has no infinities: a dead beam's -inf reads as null
+
+
+@dataclasses.dataclass(frozen=True)
+class TranslateOptions:
+    """The decoding options of a translation request, as the engine takes them (None: the export's own)."""
+
+    beam_size: int = None
+    n_best: int = 1
+    length_penalty: float = None
+    min_length: int = None
+    max_length: int = None
+
+
+class SavedModelEngine:
+    """A loaded export with one signature: `kind`, the `route` it answers and its request's `input_field`."""
+
+    option_fields = ()
+
+    def __init__(self, loaded, signature):
+        self.loaded = loaded
+        self.kind, self.route, self.input_field = KINDS[signature]
+        self.function = getattr(loaded, signature)
+
+    @property
+    def signatures(self):
+        """The export's signature names (its functions, for an object without SavedModel signatures)."""
+        signatures = getattr(self.loaded, "signatures", None)
+        if signatures is not None:
+            return sorted(signatures.keys())
+        return sorted(name for name in (*KINDS, "translate_greedy", "translate_options") if hasattr(self.loaded, name))
+
+    def parse_options(self, fields):
+        """The key of requests decoded together: these kinds take no options."""
+        return None
+
+    def _call(self, function, strings, *arguments):
+        import tensorflow as tf
+
+        return function(tf.constant(strings, tf.string), *arguments)
+
+    def run(self, strings, options):
+        outputs = self._call(self.function, strings)
+        if self.kind == "classify":
+            labels, probabilities = outputs["label"].numpy(), outputs["probabilities"].numpy()
+            return [
+                {"label": _text(label), "probabilities": [float(p) for p in row]}
+                for label, row in zip(labels, probabilities)
+            ]
+        field = {"tag": "tags", "lm": "text"}[self.kind]
+        return [{field: _text(value)} for value in outputs.numpy()]
+
+
+class SavedModelTranslator(SavedModelEngine):
+    """A translator export, decoded with each request's options by its `translate_options` signature.
+
+    `translate_options(sentences, beam_size, n_best, length_penalty, min_length,
+    max_length)` returns `{"translations", "scores", "log_probs"}`, each `(B,
+    n_best)` (`keras_seq.export.export_translator`); the export also holds
+    `num_beams`, `max_length` and `length_penalty`, the beam count and longest
+    translation it was compiled for and its own penalty, which the requests are
+    checked against and default to.
+    """
+
+    option_fields = ("beam_size", "n_best", "length_penalty", "min_length", "max_length")
+
+    def __init__(self, loaded):
+        if not hasattr(loaded, "translate_options"):
+            raise ValueError(
+                "the translator export has no translate_options signature (an older keras_seq wrote it): "
+                "export its run again (python -m keras_seq.export RUN_DIR)"
+            )
+        super().__init__(loaded, "translate")
+        self.num_beams = int(loaded.num_beams.numpy())
+        self.max_length = int(loaded.max_length.numpy())
+        self.length_penalty = float(loaded.length_penalty.numpy())
+
+    def parse_options(self, fields):
+        """`fields` (the request's option fields, absent ones left out; null: the default) as `TranslateOptions`."""
+        fields = {name: value for name, value in fields.items() if value is not None}
+        beams = sorted({1, self.num_beams})
+        beam_size = fields.get("beam_size", self.num_beams)
+        if not _is_integer(beam_size) or beam_size not in beams:
+            raise RequestError(
+                f"beam_size: expected {' or '.join(map(str, beams))} (this export's beam searches), "
+                f"got {_shown(beam_size)}"
+            )
+        n_best = _integer("n_best", fields.get("n_best", 1), 1, beam_size)
+        length_penalty = _number(
+            "length_penalty", fields.get("length_penalty", self.length_penalty), 0.0, MAX_LENGTH_PENALTY
+        )
+        length_penalty = float(np.float32(length_penalty))  # the value decoded with: one key for 0.6 and the export's
+        max_length = _integer("max_length", fields.get("max_length", self.max_length), 1, self.max_length)
+        min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
+        return TranslateOptions(beam_size, n_best, length_penalty, min_length, max_length)
+
+    def run(self, sentences, options):
+        import tensorflow as tf
+
+        outputs = self._call(
+            self.loaded.translate_options,
+            sentences,
+            tf.constant(options.beam_size, tf.int32),
+            tf.constant(options.n_best, tf.int32),
+            tf.constant(options.length_penalty, tf.float32),
+            tf.constant(options.min_length, tf.int32),
+            tf.constant(options.max_length, tf.int32),
+        )
+        texts, scores, log_probs = (outputs[name].numpy() for name in ("translations", "scores", "log_probs"))
+        return [
+            {
+                "translations": [
+                    {"text": _text(text), "score": _finite_or_none(score), "log_prob": _finite_or_none(log_prob)}
+                    for text, score, log_prob in zip(texts[row], scores[row], log_probs[row])
+                ][: options.n_best]
+            }
+            for row in range(len(sentences))
+        ]
+
+
+def engine_for(loaded):
+    """The engine of a loaded export, by the signature it has: translate, classify, tag or generate."""
+    if hasattr(loaded, "translate"):
+        return SavedModelTranslator(loaded)
+    for signature in ("classify", "tag", "generate"):
+        if hasattr(loaded, signature):
+            return SavedModelEngine(loaded, signature)
+    raise ValueError(f"the SavedModel has none of the signatures {', '.join(KINDS)}: not a keras_seq export")
+
+
+def load_savedmodel(path):
+    """The engine of the keras_seq export at `path` (tensorflow-text imported first, if installed, for its ops)."""
+    import tensorflow as tf
+
+    try:
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops a subword export uses)
+    except ImportError:
+        pass
+    return engine_for(tf.saved_model.load(path))
+
+
+def check_savedmodel_dir(path):
+    """A `ValueError` (one line) unless `path` is a folder holding a SavedModel."""
+    if not os.path.isdir(path):
+        raise ValueError(f"EXPORT_DIR: expected a folder holding a keras_seq export, got {path!r}, which is not one")
+    if not any(os.path.isfile(os.path.join(path, name)) for name in ("saved_model.pb", "saved_model.pbtxt")):
+        raise ValueError(f"EXPORT_DIR: expected a TensorFlow SavedModel (saved_model.pb) in {path!r}, found none")
