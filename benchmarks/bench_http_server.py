@@ -89,7 +89,7 @@ def parse():
     parser.add_argument("--clients", type=positive_int, default=64, help="concurrent clients of the load (default 64)")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of load (default 60)")
     parser.add_argument(
-        "--batch-wait-ms", type=float, default=5.0, help="the server's --batch-wait-ms (default 5, the server's own)"
+        "--batch-wait-ms", type=float, default=0.0, help="the server's --batch-wait-ms (default 0, the server's own)"
     )
     parser.add_argument(
         "--max-batch-sentences", type=positive_int, default=64, help="the server's --max-batch-sentences (default 64)"

@@ -1,6 +1,6 @@
 """An HTTP server (aiohttp) for a keras_seq export, batching concurrent requests into few decoding calls.
 
-    python -m recipes.serve EXPORT_DIR [--host 127.0.0.1] [--port 8080] [--batch-wait-ms 5]
+    python -m recipes.serve EXPORT_DIR [--host 127.0.0.1] [--port 8080] [--batch-wait-ms 0]
         [--max-batch-sentences 64] [--max-request-sentences 256] [--max-sentence-chars 2000]
         [--engine savedmodel]
 
@@ -58,7 +58,7 @@ def body_size_cap(max_request_sentences, max_sentence_chars):
 
 def make_app(
     engine,
-    batch_wait_ms=5.0,
+    batch_wait_ms=0.0,
     max_batch_sentences=64,
     max_request_sentences=256,
     max_sentence_chars=2000,
@@ -255,34 +255,24 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _bounded(kind, low, high, expected):
+    """An argparse type: the command-line text as `kind` in [low, high], else an error saying `expected`."""
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _milliseconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of milliseconds >= 0, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of milliseconds >= 0, got {text!r}")
-    return value
-
-
-def _port(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port in [0, 65535], got {text!r}")
-    return value
+_positive_int = _bounded(int, 1, float("inf"), "a positive integer")
+_milliseconds = _bounded(float, 0.0, 1e9, "a number of milliseconds >= 0")
+_port = _bounded(int, 0, 65535, "a port in [0, 65535]")
 
 
 def parser():
@@ -293,8 +283,9 @@ def parser():
     p.add_argument(
         "--batch-wait-ms",
         type=_milliseconds,
-        default=5.0,
-        help="how long a request waits for others to join its batch (default 5)",
+        default=0.0,
+        help="how long a request waits for others to join its batch (default 0: the requests that came while "
+        "the engine was busy form the next batch, and a lone request goes at once)",
     )
     p.add_argument("--max-batch-sentences", type=_positive_int, default=64, help="sentences per engine call")
     p.add_argument("--max-request-sentences", type=_positive_int, default=256, help="sentences per request")
