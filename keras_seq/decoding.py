@@ -544,7 +544,7 @@ def search_steps(model, state, stop, **settings):
 
 def search_result(state, **settings):
     """The decoded ids `(B, n, max_length)` and scores `(B, n)` of a state: the best `n` beams of each group by
-    their length-penalised score, or every sampled sequence."""
+    their length-penalised score (every beam, ranked, where `n` is a tensor), or every sampled sequence."""
     settings = _full_settings(settings)
     groups = state["groups"]
     batch, copies = ops.shape(groups["scores"])
@@ -552,7 +552,9 @@ def search_result(state, **settings):
     if settings["strategy"] != "beam":
         return ids, groups["scores"]
     scores = groups["scores"] / gnmt_length_penalty(groups["lengths"], settings["length_penalty"])
-    order = ops.argsort(-scores, axis=-1)[:, : settings["num_return_sequences"]]
+    order = ops.argsort(-scores, axis=-1)
+    if isinstance(settings["num_return_sequences"], int):  # set at run time: every beam, ranked, for the caller to cut
+        order = order[:, : settings["num_return_sequences"]]
     return ops.take_along_axis(ids, order[..., None], axis=1), ops.take_along_axis(scores, order, axis=1)
 
 

@@ -72,10 +72,10 @@ def _size_at_least(count):
 
 
 def _lengths(ids):
-    """The ids in each row of `ids` `(B, S)`, whose padding (id 0) comes last: `(B,)` int32."""
+    """The ids in each row of `ids` `(..., S)`, whose padding (id 0) comes last: `(...,)` int32."""
     import tensorflow as tf
 
-    return tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=1)
+    return tf.reduce_sum(tf.cast(ids != 0, tf.int32), axis=-1)
 
 
 def _few_shapes(ids, source_length, least_rows=1):
@@ -158,7 +158,7 @@ class _DroppingDecoder:
 
         def start(ids, options=None):
             return decoding.search_start(
-                model, ids, tf.constant(0), max_length, True, weights, **{**settings, **options}
+                model, ids, tf.constant(0), max_length, True, weights, **{**settings, **(options or {})}
             )
 
         def steps(state, stop, options=None):  # the state less its context (`decoding.split_context`)
@@ -277,13 +277,6 @@ def _best_by_route(decoder, source_length, least_rows):
     return best
 
 
-def _hypothesis_lengths(ids):
-    """The ids each hypothesis of `ids` `(B, n, L)` generated, its end id included (the start id is not)."""
-    import tensorflow as tf
-
-    return tf.reduce_sum(tf.cast(ids[..., 1:] != 0, tf.int32), axis=-1)
-
-
 RUNTIME_OPTIONS = ("beam_size", "n_best", "length_penalty", "min_length", "max_length")
 
 
@@ -310,11 +303,13 @@ def export_translator(
       `beam_size` 1 (greedy) or `num_beams`, `n_best` in `[1, beam_size]`,
       `0 <= min_length <= max_length <= ` the exported `max_length`, the lengths
       counting the start id as `generate`'s do. Returns `{"translations": (B, n_best)
-      strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first: a
-      hypothesis' summed log-probability and that over the GNMT length penalty of its
-      length (the ids it generated, its end id included). What `generate` gives with
-      the same settings (`num_return_sequences=n_best`, `max_length`); the options are
-      runtime values, so changing them compiles nothing new. Out-of-range options
+      strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first:
+      `log_probs` is a hypothesis' summed log-probability, `scores` that over the GNMT
+      length penalty of its length (the ids it generated, its end id included). The
+      translations are `generate`'s with the same settings (`num_return_sequences=n_best`,
+      `max_length`), and so are its scores: `scores` for beam search, `log_probs` for
+      greedy decoding. The options are runtime values: changing them compiles nothing
+      new (the batch's row count and source width still do). Out-of-range options
       fail the call with `InvalidArgumentError`. The SavedModel also holds `num_beams`
       and `max_length` as int32 variables and `length_penalty` as a float32 one, for a server's checks and
       defaults.
@@ -394,7 +389,8 @@ def export_translator(
             lambda: greedy_best(ids, options),
             lambda: beam_best(ids, {**options, "num_return_sequences": n_best}),
         )
-        penalty = decoding.gnmt_length_penalty(_hypothesis_lengths(best), length_penalty)
+        best, scores = best[:, :n_best], scores[:, :n_best]  # every beam, ranked: sliced here, not in XLA
+        penalty = decoding.gnmt_length_penalty(_lengths(best[..., 1:]), length_penalty)  # the start id not counted
         log_probs = tf.where(beam_size == 1, scores, scores * penalty)
         return {"translations": strings(best), "scores": log_probs / penalty, "log_probs": log_probs}
 

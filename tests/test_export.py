@@ -282,7 +282,12 @@ def test_translate_options_turn_down_options_outside_the_export(translator):
 
     _, _, exported = translator
     good = OPTION_SETS[0]
-    for name, value in [("beam_size", 2), ("n_best", 4), ("max_length", MAX_LENGTH + 1), ("min_length", 11)]:
-        with pytest.raises(tf.errors.InvalidArgumentError, match=name):
-            with_options(exported[False], SENTENCES, **{**good, name: value})
+    for changed, message in [
+        ({"beam_size": 2, "n_best": 1}, "beam_size: expected 1 or 3"),
+        ({"n_best": 4}, "n_best: expected 1 to beam_size"),
+        ({"max_length": MAX_LENGTH + 1}, "max_length: expected 1 to"),
+        ({"min_length": 11}, "min_length: expected 0 to max_length"),
+    ]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            with_options(exported[False], SENTENCES, **{**good, **changed})
     assert int(exported[False].num_beams.numpy()) == 3 and int(exported[False].max_length.numpy()) == MAX_LENGTH

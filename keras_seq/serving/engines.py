@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from keras_seq import _validation as v
+
 # The signature each export kind is found by -> (kind, route, the request's field holding its strings).
 KINDS = {
     "translate": ("translate", "translate", "sentences"),
@@ -33,13 +35,9 @@ class RequestError(ValueError):
         self.status = status
 
 
-def _is_integer(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _integer(name, value, low, high):
     """`value`, an integer in [low, high], else a `RequestError` naming `name`, what came and what was expected."""
-    if not _is_integer(value) or not low <= value <= high:
+    if not v.is_integer(value) or not low <= value <= high:
         raise RequestError(f"{name}: expected an integer in [{low}, {high}], got {_shown(value)}")
     return value
 
@@ -66,9 +64,14 @@ def _text(value):
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _finite_or_none(value):
+# Below it a score is the decoding's stand-in for minus infinity (`decoding._NEG_INF`, -1e9): no hypothesis.
+_NO_HYPOTHESIS = -1e8
+
+
+def _score_or_none(value):
+    """A score as JSON gives it: null for none (a beam that never lived, or not a finite number)."""
     value = float(value)
-    return value if math.isfinite(value) else None  # JSON has no infinities: a dead beam's -inf reads as null
+    return value if math.isfinite(value) and value > _NO_HYPOTHESIS else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +153,7 @@ class SavedModelTranslator(SavedModelEngine):
         fields = {name: value for name, value in fields.items() if value is not None}
         beams = sorted({1, self.num_beams})
         beam_size = fields.get("beam_size", self.num_beams)
-        if not _is_integer(beam_size) or beam_size not in beams:
+        if not v.is_integer(beam_size) or beam_size not in beams:
             raise RequestError(
                 f"beam_size: expected {' or '.join(map(str, beams))} (this export's beam searches), "
                 f"got {_shown(beam_size)}"
@@ -180,7 +183,7 @@ class SavedModelTranslator(SavedModelEngine):
         return [
             {
                 "translations": [
-                    {"text": _text(text), "score": _finite_or_none(score), "log_prob": _finite_or_none(log_prob)}
+                    {"text": _text(text), "score": _score_or_none(score), "log_prob": _score_or_none(log_prob)}
                     for text, score, log_prob in zip(texts[row], scores[row], log_probs[row])
                 ][: options.n_best]
             }
