@@ -157,20 +157,22 @@ class _DroppingDecoder:
         self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
         def start(ids, options=None):
-            return decoding.search_start(
-                model, ids, tf.constant(0), max_length, True, weights, **{**settings, **(options or {})}
-            )
+            return decoding.search_start(model, ids, tf.constant(0), max_length, True, weights, **self._with(options))
 
         def steps(state, stop, options=None):  # the state less its context (`decoding.split_context`)
-            state = decoding.search_steps(model, state, stop, **{**settings, **(options or {})})
+            state = decoding.search_steps(model, state, stop, **self._with(options))
             return (decoding.split_context(state)[0], *decoding.unfinished_groups(state))
 
         def whole(ids, options=None):
-            return decoding.decode(model, ids, tf.constant(0), max_length, weights, **{**settings, **(options or {})})
+            return decoding.decode(model, ids, tf.constant(0), max_length, weights, **self._with(options))
 
         self.start, self.steps, self.whole = (
             tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole)
         )
+
+    def _with(self, options):
+        """The decoder's settings with `options` (those given at run time, or None) in place of its own."""
+        return {**self.settings, **(options or {})}
 
     def __call__(self, ids, options=None):
         """Decode `ids` by the loop over the compiled `start` and `steps` (a lone sentence: `whole`); `options`:
@@ -228,7 +230,7 @@ class _DroppingDecoder:
         )
         _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
         ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
-        return decoding.search_result(ended, **{**self.settings, **(options or {})})
+        return decoding.search_result(ended, **self._with(options))
 
 
 def _free_axes(shape, *axes):
@@ -277,7 +279,14 @@ def _best_by_route(decoder, source_length, least_rows):
     return best
 
 
-RUNTIME_OPTIONS = ("beam_size", "n_best", "length_penalty", "min_length", "max_length")
+# `translate_options`' arguments after the sentences, in their order, and their dtypes (scalars).
+RUNTIME_OPTIONS = (
+    ("beam_size", "int32"),
+    ("n_best", "int32"),
+    ("length_penalty", "float32"),
+    ("min_length", "int32"),
+    ("max_length", "int32"),
+)
 
 
 def export_translator(
@@ -365,21 +374,16 @@ def export_translator(
         return tf.function(translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
 
     def translate_options(sentences, beam_size, n_best, length_penalty, min_length, max_length):
+        def within(value, low, high, message):  # fails the call with `message` unless low <= value <= high
+            return tf.debugging.assert_equal(tf.logical_and(value >= low, value <= high), True, message)
+
         checks = [
             tf.debugging.assert_equal(
                 tf.logical_or(beam_size == 1, beam_size == num_beams), True, f"beam_size: expected 1 or {num_beams}"
             ),
-            tf.debugging.assert_equal(
-                tf.logical_and(n_best >= 1, n_best <= beam_size), True, "n_best: expected 1 to beam_size"
-            ),
-            tf.debugging.assert_equal(
-                tf.logical_and(max_length >= 1, max_length <= module.max_length),
-                True,
-                "max_length: expected 1 to the exported max_length",
-            ),
-            tf.debugging.assert_equal(
-                tf.logical_and(min_length >= 0, min_length <= max_length), True, "min_length: expected 0 to max_length"
-            ),
+            within(n_best, 1, beam_size, "n_best: expected 1 to beam_size"),
+            within(max_length, 1, module.max_length, "max_length: expected 1 to the exported max_length"),
+            within(min_length, 0, max_length, "min_length: expected 0 to max_length"),
         ]
         with tf.control_dependencies(checks):
             ids = source_ids(sentences)
@@ -398,11 +402,7 @@ def export_translator(
         translate_options,
         input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
-            tf.TensorSpec([], tf.int32, name="beam_size"),
-            tf.TensorSpec([], tf.int32, name="n_best"),
-            tf.TensorSpec([], tf.float32, name="length_penalty"),
-            tf.TensorSpec([], tf.int32, name="min_length"),
-            tf.TensorSpec([], tf.int32, name="max_length"),
+            *(tf.TensorSpec([], dtype, name=name) for name, dtype in RUNTIME_OPTIONS),
         ],
     )
     _save(module, path, fixed("translate", beam_best), fixed("translate_greedy", greedy_best), options_signature)

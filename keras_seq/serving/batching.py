@@ -68,7 +68,7 @@ class RequestBatcher:
         self.engine_calls = 0
         self._queue = None
         self._collector = None
-        self._closing = False
+        self._closing = None  # the task of `close`, once it began
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="keras-seq-engine")
 
     def start(self):
@@ -82,8 +82,12 @@ class RequestBatcher:
         Raises `BatchFailed` when the engine raised on a call holding one of
         the items, `BatcherClosed` once `close` has begun.
         """
-        if self._closing or self._collector is None:
-            raise BatcherClosed("the server is shutting down" if self._closing else "the batcher was not started")
+        if self._collector is None:
+            raise BatcherClosed("the batcher was not started")
+        if self._closing is not None:
+            raise BatcherClosed("the server is shutting down")
+        if self._collector.done():  # ended by a fault its loop could not catch (logged): no request would be answered
+            raise BatcherClosed("the batcher has stopped")
         if not items:
             return []
         loop = asyncio.get_running_loop()
@@ -92,10 +96,13 @@ class RequestBatcher:
         return await waiting.future
 
     async def close(self):
-        """Refuse new requests, finish every one submitted before, then stop the worker thread."""
-        if self._closing:
-            return
-        self._closing = True
+        """Refuse new requests, finish every one submitted before, then stop the worker thread (a second call
+        waits for the first to end)."""
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self._drain())
+        await self._closing
+
+    async def _drain(self):
         if self._collector is not None:
             self._queue.put_nowait(_CLOSE)
             await self._collector

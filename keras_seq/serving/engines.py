@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from keras_seq import _validation as v
+from keras_seq import export
 
 # The signature each export kind is found by -> (kind, route, the request's field holding its strings).
 KINDS = {
@@ -135,7 +136,7 @@ class SavedModelTranslator(SavedModelEngine):
     checked against and default to.
     """
 
-    option_fields = ("beam_size", "n_best", "length_penalty", "min_length", "max_length")
+    option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS)
 
     def __init__(self, loaded):
         if not hasattr(loaded, "translate_options"):
@@ -170,15 +171,8 @@ class SavedModelTranslator(SavedModelEngine):
     def run(self, sentences, options):
         import tensorflow as tf
 
-        outputs = self._call(
-            self.loaded.translate_options,
-            sentences,
-            tf.constant(options.beam_size, tf.int32),
-            tf.constant(options.n_best, tf.int32),
-            tf.constant(options.length_penalty, tf.float32),
-            tf.constant(options.min_length, tf.int32),
-            tf.constant(options.max_length, tf.int32),
-        )
+        arguments = (tf.constant(getattr(options, name), dtype) for name, dtype in export.RUNTIME_OPTIONS)
+        outputs = self._call(self.loaded.translate_options, sentences, *arguments)
         texts, scores, log_probs = (outputs[name].numpy() for name in ("translations", "scores", "log_probs"))
         return [
             {

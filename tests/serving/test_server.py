@@ -341,6 +341,31 @@ def test_close_finishes_what_was_submitted_and_refuses_what_comes_after():
     assert asyncio.run(scenario()) == ["A", "BB"] and calls == [["a", "bb"]]
 
 
+def test_a_second_close_waits_for_the_first_and_a_stopped_batcher_refuses_requests():
+    def run_batch(items, key):
+        time.sleep(0.2)
+        return list(items)
+
+    async def scenario():
+        batcher = batching.RequestBatcher(run_batch, wait_seconds=0.0, max_batch_items=8)
+        batcher.start()
+        submitted = asyncio.ensure_future(batcher.submit(["a"]))
+        await asyncio.sleep(0)
+        first = asyncio.ensure_future(batcher.close())
+        await asyncio.sleep(0)
+        await batcher.close()  # returns once the first close has drained, not before
+        drained = submitted.done() and first.done()
+        stopped = batching.RequestBatcher(run_batch, wait_seconds=0.0, max_batch_items=8)
+        stopped.start()
+        stopped._collector.cancel()  # as a fault its loop cannot catch would end it
+        await asyncio.sleep(0)
+        with pytest.raises(batching.BatcherClosed, match="the batcher has stopped"):
+            await stopped.submit(["b"])
+        return drained, await submitted
+
+    assert asyncio.run(scenario()) == (True, ["a"])
+
+
 def test_each_request_writes_one_access_log_line(caplog):
     async def scenario(client):
         await post(client, {"sentences": ["a", "b"]})
