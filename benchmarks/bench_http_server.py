@@ -12,7 +12,8 @@ data, which trains on its train split and validates on its valid split), the fir
    at least `--offline-seconds`), and on one sentence at a time (median and p99 latency over
    `--latency-requests` calls);
 2. the server, started as a subprocess on a free port (`--batch-wait-ms`,
-   `--max-batch-sentences` passed on) once GET /health answers: `--clients` concurrent aiohttp
+   `--max-batch-sentences` and `--warm-up` passed on) once GET /health answers 200 (the seconds
+   to its first answer, to 200, and its own warm-up's from its log line): `--clients` concurrent aiohttp
    clients, each sending one sentence per request (`POST /v1/translate {"sentences": [s]}`) in
    a loop for `--seconds`: requests, failed requests (a status other than 200, a body without
    one result, or an exception), p50/p99/max latency, sentences/s (the answered sentences over the
@@ -28,8 +29,9 @@ data, which trains on its train split and validates on its valid split), the fir
 An untimed pass comes before each timed measurement, so that the XLA programs the export
 compiles at the first call of each shape are built: every sentence once in batches of 64 and
 the lone sentences once (offline); every sentence once through the clients, then
-`--warmup-seconds` of the same load (the server's batches come in sizes and lengths the
-first pass may not have met) and the lone requests once (server). The table gives each
+`--warmup-seconds` of the same load (a server started with `--warm-up none` meets shapes the
+first pass did not) and the lone requests once (server); the slowest of these untimed requests
+shows what the server's own warm-up left to compile. The table gives each
 latency's maximum too: a maximum of seconds is a compilation in the timed load. The offline
 measurements run before the server starts; the clients run in this process, on the same CPU
 as the server (their cost is in the server's figures).
@@ -68,7 +70,7 @@ import _timing
 
 REPO = _timing.REPO
 OFFLINE_BATCH = 64
-STARTUP_TIMEOUT = 300  # seconds for the server to answer GET /health (TensorFlow's import and the export's load)
+STARTUP_TIMEOUT = 900  # seconds for GET /health to answer 200 (TensorFlow's import, the export's load, the warm-up)
 REQUEST_TIMEOUT = 300  # seconds per request (a first call may compile its XLA program for many seconds)
 SLOW_SECONDS = 1.0  # a request slower than this in a timed measurement most likely waited for a compilation
 
@@ -118,6 +120,11 @@ def parse():
         default=20.0,
         help="untimed load before the timed one, after a pass over the sentences (default 20): the server's "
         "batches take shapes the export has not compiled yet for a while",
+    )
+    parser.add_argument(
+        "--warm-up",
+        choices=("full", "beam", "none"),
+        help="the server's --warm-up (default: the server's own): the shapes it compiles before its first request",
     )
     parser.add_argument("--json", metavar="PATH", help="write every figure to this JSON file")
     args = parser.parse_args()
@@ -280,7 +287,7 @@ def get_health(url, timeout=10):
 class Server:
     """`python -m recipes.serve EXPORT` on a free port, its stderr (the access log) in a temporary file."""
 
-    def __init__(self, export, batch_wait_ms, max_batch_sentences):
+    def __init__(self, export, batch_wait_ms, max_batch_sentences, warm_up=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [
@@ -296,9 +303,10 @@ class Server:
             f"{batch_wait_ms:g}",
             "--max-batch-sentences",
             str(max_batch_sentences),
+            *(["--warm-up", warm_up] if warm_up else []),
         ]
         self.log = tempfile.TemporaryFile("w+", prefix="bench_http_server-log-")
-        started = time.monotonic()
+        started, self.listening_seconds = time.monotonic(), None
         self.process = subprocess.Popen(
             self.command, cwd=REPO, env=environment(), stdout=self.log, stderr=subprocess.STDOUT, text=True
         )
@@ -307,6 +315,8 @@ class Server:
                 self.stop()
                 fail(f"the server exited with {self.process.returncode} before answering /health:\n{self.tail()}")
             status, self.health = get_health(self.url, timeout=5)
+            if status is not None and self.listening_seconds is None:
+                self.listening_seconds = round(time.monotonic() - started, 2)
             if status == 200:
                 break
             if time.monotonic() - started > STARTUP_TIMEOUT:
@@ -314,6 +324,14 @@ class Server:
                 fail(f"the server did not answer GET /health in {STARTUP_TIMEOUT} s:\n{self.tail()}")
             time.sleep(0.2)
         self.startup_seconds = round(time.monotonic() - started, 2)
+        self.warm_up_seconds = self.warm_up_seconds_logged()
+
+    def warm_up_seconds_logged(self):
+        """The seconds of the server's warm-up, read from its "warmed up: ... in S s" log line (None: none)."""
+        self.log.flush()
+        self.log.seek(0)
+        line = next((line for line in self.log.read().splitlines() if "warmed up: " in line), None)
+        return float(line.rsplit(" in ", 1)[1].split()[0]) if line else None
 
     def rss(self):
         return resident_mib(self.process.pid)
@@ -468,8 +486,13 @@ async def send_bad_requests(url):
 
 
 def serve_and_measure(args, export, sentences, lone):
-    server = Server(export, args.batch_wait_ms, args.max_batch_sentences)
-    result = {"command": " ".join(server.command[1:]), "startup_seconds": server.startup_seconds}
+    server = Server(export, args.batch_wait_ms, args.max_batch_sentences, args.warm_up)
+    result = {
+        "command": " ".join(server.command[1:]),
+        "listening_seconds": server.listening_seconds,
+        "startup_seconds": server.startup_seconds,
+        "server_warm_up_seconds": server.warm_up_seconds,
+    }
     rss = {"started": server.rss()}
     try:
         print(f"server: up in {server.startup_seconds} s; warm-up ...", file=sys.stderr, flush=True)
@@ -611,8 +634,10 @@ def report(args, settings, offline_result, served):
     print(
         f"{settings['date']}, commit {settings['commit']}, {settings['cpu']}, TensorFlow {settings['tensorflow']}; "
         f"export {settings['export']}; {settings['sentences']} test sentences of software_en_fr (source side); "
-        f"server --batch-wait-ms {args.batch_wait_ms:g} --max-batch-sentences {args.max_batch_sentences}, up in "
-        f"{served['startup_seconds']:.1f} s, warm-up {served['warmup']['seconds']:.1f} s untimed "
+        f"server --batch-wait-ms {args.batch_wait_ms:g} --max-batch-sentences {args.max_batch_sentences}"
+        f"{f' --warm-up {args.warm_up}' if args.warm_up else ''}, listening in {served['listening_seconds']} s, "
+        f"ready (GET /health 200) in {served['startup_seconds']:.1f} s (its warm-up: "
+        f"{served['server_warm_up_seconds']} s), then {served['warmup']['seconds']:.1f} s of untimed load "
         f"({served['warmup']['requests']} requests, slowest {served['warmup']['slowest_ms']:.0f} ms)."
     )
     print()
@@ -657,6 +682,7 @@ def main():
             "max_batch_sentences": args.max_batch_sentences,
             "latency_requests": args.latency_requests,
             "warmup_seconds": args.warmup_seconds,
+            "server_warm_up": args.warm_up,
             "offline_seconds": args.offline_seconds,
         }
         offline_result = offline(export, sentences, lone, args.offline_seconds)

@@ -14,12 +14,16 @@ millions.
 import hashlib
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
 
+from keras_seq import _atomic as atomic
 from keras_seq.data import prepared
 
+FINGERPRINT_BLOCKS = 64  # blocks a file's fingerprint reads: 4 MiB, a few milliseconds from any disk
+SCAN_BUCKETS = 64  # files the scan spreads the kept records' hashes over, by their top bits: one is sorted at a time
 CHUNK = 20_000  # records encoded at once: large enough for fast encoding, small enough to keep memory flat
 REASONS = ("empty", "length_ratio", "duplicates", "too_long", "longer_than_max_length")
 
@@ -31,6 +35,38 @@ def file_digest(path):
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def file_fingerprint(path, blocks=FINGERPRINT_BLOCKS, block_size=1 << 16):
+    """Hex BLAKE2b of a file's size, modification time and `blocks` evenly spaced blocks of its bytes
+    (the whole file when it is smaller): what finds a file's `file_digest` again without reading it all."""
+    status = os.stat(path)
+    digest = hashlib.blake2b(f"{status.st_size} {status.st_mtime_ns}".encode(), digest_size=16)
+    with open(path, "rb") as f:
+        if status.st_size <= blocks * block_size:
+            digest.update(f.read())
+        else:
+            for offset in np.linspace(0, status.st_size - block_size, blocks).astype(np.int64):
+                f.seek(int(offset))
+                digest.update(f.read(block_size))
+    return digest.hexdigest()
+
+
+def known_file_digest(path, cache, verify=False):
+    """`file_digest(path)`, remembered in the folder `cache` by the file's `file_fingerprint`: a rerun or a
+    `--resume` reads a few MiB of the file, not all of it. `verify` reads it all and corrects the cache."""
+    remembered = os.path.join(cache, "digests", file_fingerprint(path) + ".txt")
+    if not verify and os.path.isfile(remembered):
+        with open(remembered, encoding="utf-8") as f:
+            return f.read().strip()
+    digest = file_digest(path)
+    os.makedirs(os.path.dirname(remembered), exist_ok=True)
+    if verify and os.path.isfile(remembered):
+        with open(remembered, encoding="utf-8") as f:
+            if f.read().strip() != digest:
+                print(f"{path}: its content changed with its size and time unchanged; its digest is corrected")
+    atomic.write_text(remembered, digest + "\n")
+    return digest
 
 
 def records_digest(records):
@@ -73,7 +109,11 @@ def _hash64(record):
     return int.from_bytes(hashlib.blake2b("\t".join(record).encode("utf-8"), digest_size=8).digest(), "little")
 
 
-def scan(records, label=None, max_ratio=None, max_records=None, max_characters=None):
+_HASHED = np.dtype([("hash", "<u8"), ("number", "<i8")])
+_WIDEST = np.iinfo(np.int32).max
+
+
+def scan(records, label=None, max_ratio=None, max_records=None, max_characters=None, staging=None):
     """Pass one: `(kept mask, counts by reason)` of every record of `records()` (progress shown with a `label`).
 
     Left out: a record with an empty field (`empty`), one whose longest field has more than
@@ -82,45 +122,106 @@ def scan(records, label=None, max_ratio=None, max_records=None, max_characters=N
     whose longest field is past `max_characters`, by default the larger of 400 and 8 times the
     99th percentile of the kept ones (`too_long`: a stray line holding a whole file cannot blow
     up memory).
+
+    Memory: one byte a record (its reason). Each record's longest field and the usable ones'
+    hashes go, `CHUNK` records at a time, to files in a temporary folder under `staging` (None:
+    the system's), the hashes spread over `SCAN_BUCKETS` files by their top bits, and the
+    duplicates are found one bucket at a time.
     """
-    hashes, longest, reasons = [], [], []
     progress = Progress(f"{label}: reading") if label else None
-    for number, record in enumerate(records()):
-        if max_records is not None and number >= max_records:
-            break
-        fields = [field.strip() for field in record]
-        sizes = [len(field) for field in fields]
-        reason = 0
-        if min(sizes) == 0:
-            reason = 1
-        elif max_ratio is not None and max(sizes) > max_ratio * min(sizes):
-            reason = 2
-        hashes.append(_hash64(fields))
-        longest.append(max(sizes))
-        reasons.append(reason)
-        if progress and number % 10_000 == 9_999:
-            progress.update(10_000)
-    hashes, longest, reasons = (
-        np.asarray(hashes, np.uint64),
-        np.asarray(longest, np.int64),
-        np.asarray(reasons, np.int8),
-    )
-    usable = np.flatnonzero(reasons == 0)
-    _, first = np.unique(hashes[usable], return_index=True)
-    repeats = np.ones(len(usable), bool)
-    repeats[first] = False
-    reasons[usable[repeats]] = 3
+    with tempfile.TemporaryDirectory(prefix=".scan-", dir=staging) as folder:
+        longest_path = os.path.join(folder, "longest")
+        buckets = [os.path.join(folder, f"hashes.{bucket}") for bucket in range(SCAN_BUCKETS)]
+        reasons = _scanned_reasons(records, max_ratio, max_records, longest_path, buckets, progress)
+        for bucket in buckets:
+            hashed = np.fromfile(bucket, _HASHED)
+            repeats = np.ones(len(hashed), bool)
+            repeats[np.unique(hashed["hash"], return_index=True)[1]] = False  # the first of each hash stays
+            reasons[hashed["number"][repeats]] = 3
+        if max_characters is None and (reasons == 0).any():
+            max_characters = max(400, 8 * _kept_percentile(longest_path, reasons, 0.99))
+        if max_characters is not None:
+            for start, longest in _chunks_of(longest_path):
+                part = reasons[start : start + len(longest)]
+                part[(part == 0) & (longest > max_characters)] = 4
     kept = reasons == 0
-    if max_characters is None and kept.any():
-        max_characters = max(400, 8 * int(np.sort(longest[kept])[int(0.99 * (kept.sum() - 1))]))
-    if max_characters is not None:
-        reasons[kept & (longest > max_characters)] = 4
-        kept = reasons == 0
     counts = {reason: int((reasons == code).sum()) for code, reason in enumerate(REASONS[:4], 1)}
     if progress:
         progress.count = len(reasons)
         progress.close(_left_out(counts, int(kept.sum())))
     return kept, counts
+
+
+def _scanned_reasons(records, max_ratio, max_records, longest_path, buckets, progress):
+    """Each record's reason code (0: usable so far), with its longest field written to `longest_path`
+    (int32) and the usable ones' `(hash, number)` appended to `buckets`, chunk by chunk."""
+    reasons, chunk = [], ([], [], [])
+
+    def flush(first):
+        hashes, longest, codes = chunk
+        codes = np.asarray(codes, np.int8)
+        with open(longest_path, "ab") as f:
+            f.write(np.minimum(np.asarray(longest, np.int64), _WIDEST).astype("<i4").tobytes())
+        usable = np.flatnonzero(codes == 0)
+        hashed = np.empty(len(usable), _HASHED)
+        hashed["hash"], hashed["number"] = np.asarray(hashes, np.uint64)[usable], first + usable
+        bucket_of = (hashed["hash"] >> np.uint64(64 - SCAN_BUCKETS.bit_length() + 1)).astype(np.int64)
+        for bucket in np.unique(bucket_of):
+            with open(buckets[bucket], "ab") as f:
+                f.write(hashed[bucket_of == bucket].tobytes())
+        reasons.append(codes)
+        for values in chunk:
+            values.clear()
+
+    count = 0
+    for record in records():
+        if max_records is not None and count >= max_records:
+            break
+        fields = [field.strip() for field in record]
+        sizes = [len(field) for field in fields]
+        code = 0
+        if min(sizes) == 0:
+            code = 1
+        elif max_ratio is not None and max(sizes) > max_ratio * min(sizes):
+            code = 2
+        chunk[0].append(_hash64(fields))
+        chunk[1].append(max(sizes))
+        chunk[2].append(code)
+        count += 1
+        if len(chunk[2]) == CHUNK:
+            flush(count - CHUNK)
+        if progress and count % 10_000 == 0:
+            progress.update(10_000)
+    if chunk[2]:
+        flush(count - len(chunk[2]))
+    for bucket in buckets:
+        open(bucket, "ab").close()
+    open(longest_path, "ab").close()
+    return np.concatenate(reasons) if reasons else np.zeros(0, np.int8)
+
+
+def _chunks_of(path, dtype="<i4"):
+    """`(first index, values)` of the file of `dtype` values at `path`, `CHUNK` values at a time."""
+    with open(path, "rb") as f:
+        start = 0
+        while len(values := np.fromfile(f, dtype, CHUNK)):
+            yield start, values
+            start += len(values)
+
+
+def _kept_percentile(longest_path, reasons, fraction, bins=1 << 16):
+    """The `fraction` quantile (the sorted value at `int(fraction * (n - 1))`) of the longest fields of the
+    records whose reason is 0, by a histogram of `bins` values and the rare values past it kept aside."""
+    counts, beyond = np.zeros(bins, np.int64), []
+    for start, longest in _chunks_of(longest_path):
+        values = longest[reasons[start : start + len(longest)] == 0]
+        counts += np.bincount(values[values < bins], minlength=bins)
+        beyond.append(values[values >= bins])
+    rank = int(fraction * (counts.sum() + sum(map(len, beyond)) - 1))
+    below = np.cumsum(counts)
+    if rank < below[-1]:
+        return int(np.searchsorted(below, rank, side="right"))
+    return int(np.sort(np.concatenate(beyond))[rank - below[-1]])
 
 
 def _left_out(counts, kept):
@@ -130,10 +231,11 @@ def _left_out(counts, kept):
 
 def sample(records, kept, size, seed):
     """Pass two: up to `size` kept records, drawn by `seed`, in the data's order (all of them when fewer)."""
-    chosen = np.flatnonzero(kept)
-    if len(chosen) > size:
-        chosen = np.sort(np.random.default_rng(seed).choice(chosen, size, replace=False))
-    wanted, result = iter(chosen), []
+    total = int(kept.sum())
+    ranks = (
+        np.arange(total) if total <= size else np.sort(np.random.default_rng(seed).choice(total, size, replace=False))
+    )
+    wanted, result = iter(_numbers_of_kept(kept, ranks)), []
     following = next(wanted, None)
     for number, record in enumerate(records()):
         if following is None:
@@ -142,6 +244,17 @@ def sample(records, kept, size, seed):
             result.append(tuple(field.strip() for field in record))
             following = next(wanted, None)
     return result
+
+
+def _numbers_of_kept(kept, ranks):
+    """The record numbers of the kept records of sorted `ranks` (0: the first kept), `CHUNK` records at a time."""
+    numbers, seen = [], 0
+    for start in range(0, len(kept), CHUNK):
+        positions = np.flatnonzero(kept[start : start + CHUNK])
+        inside = ranks[np.searchsorted(ranks, seen) : np.searchsorted(ranks, seen + len(positions))]
+        numbers.append(start + positions[inside - seen])
+        seen += len(positions)
+    return np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
 
 
 def encode_all(records, kept, encode, writer, label, variants=1):
@@ -208,7 +321,7 @@ def prepare(
     variant)` as in `encode_all`. Returns the `prepared.Prepared` folder.
     """
     started = time.monotonic()
-    kept, counts = scan(records, label, max_ratio, max_records)
+    kept, counts = scan(records, label, max_ratio, max_records, staging=_parent(directory))
     if not kept.any():
         raise ValueError(
             f"training data: expected some usable examples, got none after cleaning "
@@ -252,6 +365,12 @@ def wait_for(directory, label, poll=1.0, timeout=24 * 3600):
             )
         time.sleep(poll)
     return prepared.Prepared(directory)
+
+
+def _parent(directory):
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, exist_ok=True)
+    return parent
 
 
 def prepared_folder(root, key):

@@ -1,4 +1,4 @@
-"""Prepared data on disk: id sequences in flat files read through memory maps.
+"""Prepared data on disk: id sequences in flat files, each row read at its offset.
 
 A prepared folder holds, for each column (e.g. `source`, `target`) and each encoding of the
 rows (`variants`: subword splits drawn anew, read in turn by epoch), two raw little-endian
@@ -7,14 +7,18 @@ vocabulary fits, else int32) and where each row starts (`COLUMN.VARIANT.offsets`
 more than the rows); beside them the longest column of each row (`VARIANT.lengths`, uint16),
 which batching sorts and cuts by. `manifest.json`, written last, names them.
 
-Raw arrays behind `numpy.memmap`, as fairseq's binarized data: opening a folder reads only the
-manifest, a batch reads only its own rows' pages, and the operating system keeps or evicts
-those pages, so a process's resident memory does not grow with the corpus; any tool that
-reads numpy (or a byte offset) reads them, with no format library to keep in step.
+Raw arrays, as fairseq's binarized data: opening a folder reads only the manifest, and a batch
+reads only its own rows, by positioned reads (`os.pread`) of their offsets and ids. The pages
+read stay the operating system's cache, never the process's: a memory map would count every
+page it touched (and those faulted in around it) as the process's resident memory, which then
+grows with the rows a run has read. The row lengths, read whole once an epoch to plan its
+batches, are memory-mapped. Any tool that reads numpy (or a byte offset) reads the files, with
+no format library to keep in step.
 """
 
 import json
 import os
+import threading
 
 import numpy as np
 
@@ -44,12 +48,14 @@ class Writer:
         )
         atomic.remove(self.staged)
         os.makedirs(self.staged)
-        self._files = {}
-        self._ends = {}
+        self._files, self._offsets, self._ends = {}, {}, {}
         for column in self.columns:
             for variant in range(self.variants):
-                self._files[column, variant] = open(os.path.join(self.staged, f"{column}.{variant}.ids"), "wb")
-                self._ends[column, variant] = [np.zeros(1, np.int64)]
+                path = os.path.join(self.staged, f"{column}.{variant}")
+                self._files[column, variant] = open(path + ".ids", "wb")
+                self._offsets[column, variant] = open(path + ".offsets", "wb")
+                self._offsets[column, variant].write(np.zeros(1, "<i8").tobytes())
+                self._ends[column, variant] = 0
         self._lengths = {
             variant: open(os.path.join(self.staged, f"{variant}.lengths"), "wb") for variant in range(self.variants)
         }
@@ -61,8 +67,10 @@ class Writer:
         for column in self.columns:
             flat, lengths = encoded[column]
             self._files[column, variant].write(np.asarray(flat, self.dtype).tobytes())
-            ends = self._ends[column, variant]
-            ends.append(ends[-1][-1:] + np.cumsum(lengths, dtype=np.int64))
+            ends = self._ends[column, variant] + np.cumsum(lengths, dtype=np.int64)
+            self._offsets[column, variant].write(ends.astype("<i8").tobytes())
+            if len(ends):
+                self._ends[column, variant] = int(ends[-1])
             longest = lengths if longest is None else np.maximum(longest, lengths)
         self._lengths[variant].write(np.minimum(longest, np.iinfo(np.uint16).max).astype("<u2").tobytes())
         if variant == 0:
@@ -71,11 +79,8 @@ class Writer:
             self.longest = max(self.longest, int(longest.max()))
 
     def close(self, metadata):
-        """Write the offsets and the manifest (`metadata` goes into it), then publish the folder whole."""
-        for handle in (*self._files.values(), *self._lengths.values()):
-            handle.close()
-        for (column, variant), ends in self._ends.items():
-            np.concatenate(ends).astype("<i8").tofile(os.path.join(self.staged, f"{column}.{variant}.offsets"))
+        """Write the manifest (`metadata` goes into it), then publish the folder whole."""
+        self._close_files()
         manifest = {
             "format": FORMAT,
             "columns": list(self.columns),
@@ -92,9 +97,12 @@ class Writer:
         os.replace(self.staged, self.directory)
         atomic.flush_to_disk(os.path.dirname(os.path.abspath(self.directory)), files=False)
 
-    def abandon(self):
-        for handle in (*self._files.values(), *self._lengths.values()):
+    def _close_files(self):
+        for handle in (*self._files.values(), *self._offsets.values(), *self._lengths.values()):
             handle.close()
+
+    def abandon(self):
+        self._close_files()
         atomic.remove(self.staged)
 
 
@@ -109,7 +117,7 @@ def read_manifest(directory):
 
 
 class Prepared:
-    """The rows of a prepared folder, read through memory maps.
+    """The rows of a prepared folder, read row by row at their offsets.
 
     `rows` rows of `columns`, each stored in `variants` encodings; `lengths(variant)` is
     every row's longest column; `gather(variant, indices)` the rows at `indices` of each
@@ -127,49 +135,60 @@ class Prepared:
         self.columns, self.variants, self.rows = tuple(manifest["columns"]), manifest["variants"], manifest["rows"]
         self.longest = manifest["longest"]  # the longest row of any column and variant
         self.dtype = np.dtype(manifest["dtype"])
-        self._ids, self._offsets, self._lengths = {}, {}, {}
+        self._files, self._lengths = {}, {}
         self.rows_read = self.bytes_read = 0
         self.ids_read = dict.fromkeys(self.columns, 0)
 
-    def _maps(self, column, variant):
+    def _files_of(self, column, variant):
+        """The open `(ids, offsets)` files of `column` in `variant`."""
         key = (column, variant)
-        if key not in self._ids:
+        if key not in self._files:
             path = os.path.join(self.directory, f"{column}.{variant}")
-            offsets = np.memmap(path + ".offsets", "<i8", mode="r")
-            self._offsets[key] = offsets
-            # An empty file cannot be mapped: a column of no ids (every row empty) reads as an empty array.
-            self._ids[key] = np.memmap(path + ".ids", self.dtype, mode="r") if offsets[-1] else np.zeros(0, self.dtype)
-        return self._ids[key], self._offsets[key]
+            self._files[key] = tuple(open(path + suffix, "rb", buffering=0) for suffix in (".ids", ".offsets"))
+        return self._files[key]
+
+    def _bounds(self, column, variant, indices):
+        """`(ids file, starts, ends)`: where the rows at `indices` of `column` in `variant` start and end."""
+        ids, offsets = self._files_of(column, variant)
+        bounds = np.frombuffer(b"".join(_read(offsets, 8 * int(row), 16) for row in indices), "<i8").reshape(-1, 2)
+        return ids, bounds[:, 0], bounds[:, 1]
 
     def lengths(self, variant=0):
-        """Every row's longest column in ids (int32, in memory: 4 bytes a row)."""
+        """Every row's longest column in ids (uint16, memory-mapped: read as it is indexed)."""
         if variant not in self._lengths:
-            path = os.path.join(self.directory, f"{variant}.lengths")
-            self._lengths[variant] = np.fromfile(path, "<u2").astype(np.int32)
+            self._lengths[variant] = np.memmap(os.path.join(self.directory, f"{variant}.lengths"), "<u2", mode="r")
         return self._lengths[variant]
 
     def ids_in_rows(self, column, variant, indices):
         """How many ids `column` holds in the rows at `indices` of `variant` (from the offsets alone)."""
-        _, offsets = self._maps(column, variant)
-        indices = np.asarray(indices, np.int64)
-        return int((offsets[indices + 1] - offsets[indices]).sum())
+        _, starts, ends = self._bounds(column, variant, indices)
+        return int((ends - starts).sum())
 
     def gather(self, variant, indices):
         """`{column: (flat int32 ids, row lengths)}` of the rows at `indices` of `variant`."""
-        indices = np.asarray(indices, np.int64)
-        result = {}
+        size, result = self.dtype.itemsize, {}
         for column in self.columns:
-            ids, offsets = self._maps(column, variant)
-            starts, ends = offsets[indices], offsets[indices + 1]
-            lengths = ends - starts
-            # Each row's positions in the flat ids: its start, plus 0 .. length-1.
-            within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            flat = ids[np.repeat(starts, lengths) + within].astype(np.int32)
-            self.bytes_read += flat.size * self.dtype.itemsize
+            ids, starts, ends = self._bounds(column, variant, indices)
+            raw = b"".join(_read(ids, int(start) * size, int(end - start) * size) for start, end in zip(starts, ends))
+            flat = np.frombuffer(raw, self.dtype).astype(np.int32)
+            self.bytes_read += len(raw)
             self.ids_read[column] += flat.size
-            result[column] = (flat, lengths)
+            result[column] = (flat, ends - starts)
         self.rows_read += len(indices)
         return result
+
+
+_seek_lock = threading.Lock()
+
+
+def _read(handle, offset, size):
+    """`size` bytes of the open file `handle` from `offset`, from any thread (no shared file position where
+    the system has `os.pread`)."""
+    if hasattr(os, "pread"):
+        return os.pread(handle.fileno(), size, offset)
+    with _seek_lock:
+        handle.seek(offset)
+        return handle.read(size)
 
 
 def padded(flat, lengths, rows, width):

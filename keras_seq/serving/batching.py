@@ -9,7 +9,9 @@ length (so the sentences of one call pad to similar lengths), cuts it into calls
 of at most `max_batch_items` and runs them one after another on a single worker
 thread, so the event loop keeps accepting requests meanwhile. Each request gets
 its results back in its own order; an exception of a call fails only the
-requests with an item in that call.
+requests with an item in that call. Warm-up calls, given at construction, run
+first on the same thread, their results dropped; requests that come meanwhile
+wait for them.
 """
 
 import asyncio
@@ -54,9 +56,11 @@ class RequestBatcher:
     own, one call at a time. `length(item)` orders the items of a call (shortest
     first). `start` must be called from the running event loop before `submit`;
     `close` lets every submitted request finish, then stops the worker.
+    `warm_up`: `(items, key)` calls run before any request's (see `_warm_up`);
+    `warming` is true until they have ended.
     """
 
-    def __init__(self, run_batch, wait_seconds, max_batch_items, length=len):
+    def __init__(self, run_batch, wait_seconds, max_batch_items, length=len, warm_up=()):
         if max_batch_items < 1:
             raise ValueError(f"RequestBatcher: max_batch_items expected a positive integer, got {max_batch_items}")
         self.run_batch, self.wait_seconds, self.max_batch_items, self.length = (
@@ -66,6 +70,7 @@ class RequestBatcher:
             length,
         )
         self.engine_calls = 0
+        self.warm_up, self.warmed, self.warming = list(warm_up), 0, bool(warm_up)
         self._queue = None
         self._collector = None
         self._closing = None  # the task of `close`, once it began
@@ -108,8 +113,28 @@ class RequestBatcher:
             await self._collector
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)
 
+    async def _warm_up(self):
+        """Run the warm-up calls one after another, dropping their results, until they end, one fails or `close`
+        begins: they compile what the first requests would otherwise wait for."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        logger.info("warming up: %d engine calls before the first request ...", len(self.warm_up))
+        try:
+            for items, key in self.warm_up:
+                if self._closing is not None:
+                    break
+                await loop.run_in_executor(self._executor, self.run_batch, items, key)
+                self.warmed += 1
+        except Exception:  # the server still serves: its requests compile what the warm-up did not
+            logger.exception("the warm-up failed on a call of %d items", len(items))
+        finally:
+            self.warming = False
+        logger.info("warmed up: %d of %d calls in %.1f s", self.warmed, len(self.warm_up), loop.time() - started)
+
     async def _collect(self):
-        """Take a batch of waiting requests, decode it, again, until `close`."""
+        """Run the warm-up, then take a batch of waiting requests, decode it, again, until `close`."""
+        if self.warming:
+            await self._warm_up()
         ended = False
         while not ended:
             batch, ended = await self._gather()

@@ -108,6 +108,10 @@ class SavedModelEngine:
         """The key of requests decoded together: these kinds take no options."""
         return None
 
+    def warm_up_calls(self, max_batch_sentences, scope="full"):
+        """The `(strings, key)` calls a server makes before its first request: none for these kinds."""
+        return []
+
     def _call(self, function, strings, *arguments):
         import tensorflow as tf
 
@@ -168,6 +172,27 @@ class SavedModelTranslator(SavedModelEngine):
         min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
         return TranslateOptions(beam_size, n_best, length_penalty, min_length, max_length)
 
+    def warm_up_calls(self, max_batch_sentences, scope="full"):
+        """The `(sentences, options)` calls that compile, before any request, each XLA program a request of at most
+        `max_batch_sentences` sentences meets: one call per row count (`warm_up_batch_sizes`), padded source width
+        and beam size (`scope` "full": 1 and the export's; "beam": the export's, what a request without
+        `beam_size` gets; "none": no call), each decoding to `max_length` so that every cache window compiles.
+
+        Why: the export compiles each shape at its first call, seconds that would fall on a request. The widths
+        come from sentences of 16, 32, ... times the word "the" (one id in a word vocabulary or an English
+        SentencePiece one) up to `max_length`, which the recipes also cut sources to (the export keeps no source
+        length). Still compiled at first use: the beam search's program for one sentence left beside ended
+        ones (each width and cache window), and the widths of an export whose sources exceed `max_length`.
+        """
+        beams = {"full": sorted({self.num_beams, 1}, reverse=True), "beam": [self.num_beams], "none": []}[scope]
+        words = range(16, self.max_length + 16, 16)
+        return [
+            ([" ".join(["the"] * count)] * size, TranslateOptions(beam, 1, self.length_penalty, *[self.max_length] * 2))
+            for beam in beams
+            for count in words
+            for size in warm_up_batch_sizes(max_batch_sentences)
+        ]
+
     def run(self, sentences, options):
         import tensorflow as tf
 
@@ -183,6 +208,37 @@ class SavedModelTranslator(SavedModelEngine):
             }
             for row in range(len(sentences))
         ]
+
+
+def _rows_at_least(count):
+    """`export._size_at_least` in Python: the least of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... >= `count`."""
+    power = 1
+    while power * 3 // 2 < count and power < count:
+        power *= 2
+    return power if power >= count else power * 3 // 2
+
+
+def _row_counts(sentences):
+    """The row counts the export decodes a call of `sentences` sentences with (0: a lone sentence's program)."""
+    if sentences <= 1:
+        return {0}
+    if sentences < export.SPLIT_FROM:
+        return {_rows_at_least(sentences)}
+    size = -(-sentences // export.PARTS)
+    return {
+        _rows_at_least(min(size, sentences - part * size)) for part in range(export.PARTS) if part * size < sentences
+    }
+
+
+def warm_up_batch_sizes(max_batch_sentences):
+    """The fewest call sizes (sentences) that meet every row count a call of 1 to `max_batch_sentences` meets, the
+    smallest for each (the export's row ladder and its parts, see `export._few_shapes` and `export.PARTS`)."""
+    sizes, met = [], set()
+    for sentences in range(1, max_batch_sentences + 1):
+        if not _row_counts(sentences) <= met:
+            sizes.append(sentences)
+            met |= _row_counts(sentences)
+    return sizes
 
 
 def engine_for(loaded):

@@ -2,7 +2,7 @@
 
     python -m recipes.serve EXPORT_DIR [--host 127.0.0.1] [--port 8080] [--batch-wait-ms 0]
         [--max-batch-sentences 64] [--max-request-sentences 256] [--max-sentence-chars 2000]
-        [--engine savedmodel]
+        [--engine savedmodel] [--warm-up {full,beam,none}]
 
 (`--engine ctranslate2` is reserved for a CTranslate2 conversion, which this server does not serve yet: it ends
 with an `error:` line, status 2.)
@@ -15,7 +15,8 @@ Routes, by the export's kind (a route of another kind answers 404):
 - `POST /v1/classify` `{"texts": [...]}` -> `{"results": [{"label", "probabilities"}, ...]}`;
 - `POST /v1/tag` `{"sentences": [...]}` -> `{"results": [{"tags"}, ...]}`;
 - `POST /v1/generate` `{"prompts": [...]}` -> `{"results": [{"text"}, ...]}`;
-- `GET /health` -> `{"status": "ok", "kind", "signatures"}`;
+- `GET /health` -> `{"status": "ok", "kind", "signatures", "warm_up": {"calls", "done"}}`; a 503 with
+  `"status": "warming up"` until the warm-up has ended;
 - `GET /` -> a web page (`page.html`) that sends the lines typed in it to the export's route and shows the results.
 
 Every error is a JSON object `{"error": "..."}` of one line naming the field, what came
@@ -24,6 +25,12 @@ then only for the requests of that engine call. Each request writes one access-l
 line (method, path, status, sentences, milliseconds) to stderr. SIGTERM stops accepting
 connections, lets the requests in flight finish (the batcher drains before the engine
 goes), then the process exits with 0.
+
+The server listens at once and warms up first (`--warm-up`, see
+`engines.SavedModelTranslator.warm_up_calls`): one engine call per shape the export
+compiles for, before any request's, so that no request waits for a compilation.
+Requests that come meanwhile wait for it; `/health` answers 503 until it ends, so a
+load balancer sends none.
 """
 
 import argparse
@@ -46,6 +53,8 @@ logger = logging.getLogger("keras_seq.serving")
 ENGINE = web.AppKey("engine", object)
 BATCHER = web.AppKey("batcher", RequestBatcher)
 LIMITS = web.AppKey("limits", dict)
+# The command line's warm-up scope: a request without beam_size (the page's, most clients') compiles nothing.
+WARM_UP = "beam"
 # The request's sentence count, for the access log (aiohttp before 3.14 has no RequestKey: a string key there).
 SENTENCES = web.RequestKey("sentences", int) if hasattr(web, "RequestKey") else "sentences"
 
@@ -63,9 +72,12 @@ def make_app(
     max_request_sentences=256,
     max_sentence_chars=2000,
     max_body_bytes=None,
+    warm_up="none",
 ):
     """The aiohttp application serving `engine` (see `engines`), its batcher started with the app and drained at
-    its cleanup. `max_body_bytes`: the body size cap, by default `body_size_cap` of the two limits."""
+    its cleanup. `max_body_bytes`: the body size cap, by default `body_size_cap` of the two limits. `warm_up`:
+    the scope of `engine.warm_up_calls` (asked for unless "none") that the batcher runs first: "full", "beam"
+    or "none"."""
     if max_body_bytes is None:
         max_body_bytes = body_size_cap(max_request_sentences, max_sentence_chars)
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors_as_json_and_access_log])
@@ -77,7 +89,8 @@ def make_app(
     )
 
     async def batcher_context(app):
-        batcher = RequestBatcher(engine.run, batch_wait_ms / 1000.0, max_batch_sentences)
+        calls = [] if warm_up == "none" else engine.warm_up_calls(max_batch_sentences, warm_up)
+        batcher = RequestBatcher(engine.run, batch_wait_ms / 1000.0, max_batch_sentences, warm_up=calls)
         batcher.start()
         app[BATCHER] = batcher
         yield
@@ -158,8 +171,18 @@ def _page_handler():
 
 
 async def _health(request):
-    engine = request.app[ENGINE]
-    return _json({"status": "ok", "kind": engine.kind, "signatures": list(engine.signatures)})
+    """The export's kind and signatures and the warm-up's progress: a 503 until it has ended."""
+    engine, batcher = request.app[ENGINE], request.app[BATCHER]
+    response = _json(
+        {
+            "status": "warming up" if batcher.warming else "ok",
+            "kind": engine.kind,
+            "signatures": list(engine.signatures),
+            "warm_up": {"calls": len(batcher.warm_up), "done": batcher.warmed},
+        }
+    )
+    response.set_status(503 if batcher.warming else 200)
+    return response
 
 
 def _decode_handler(route):
@@ -291,6 +314,13 @@ def parser():
     p.add_argument("--max-request-sentences", type=_positive_int, default=256, help="sentences per request")
     p.add_argument("--max-sentence-chars", type=_positive_int, default=2000, help="characters per sentence")
     p.add_argument("--engine", choices=("savedmodel", "ctranslate2"), default="savedmodel")
+    p.add_argument(
+        "--warm-up",
+        choices=("full", "beam", "none"),
+        default=WARM_UP,
+        help=f"compile before the first request the shapes translation requests meet, for beam sizes 1 and the "
+        f"export's (full) or the export's only (beam), or none (default {WARM_UP}); /health answers 503 meanwhile",
+    )
     return p
 
 
@@ -319,6 +349,7 @@ def main(argv=None):
         max_batch_sentences=args.max_batch_sentences,
         max_request_sentences=args.max_request_sentences,
         max_sentence_chars=args.max_sentence_chars,
+        warm_up=args.warm_up,
     )
     logger.info("serving the %s export %s on http://%s:%d", engine.kind, args.export_dir, args.host, args.port)
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)

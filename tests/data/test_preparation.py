@@ -1,5 +1,10 @@
 """keras_seq.data.preparation: the streamed passes (clean, sample, encode) into a prepared folder."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -121,3 +126,56 @@ def test_digests_follow_the_content(tmp_path):
     path.write_text("a\tc\n", encoding="utf-8")
     assert preparation.file_digest(str(path)) != first
     assert preparation.records_digest([("a", "b")]) != preparation.records_digest([("a", "c")])
+
+
+def test_a_known_file_is_found_by_its_fingerprint_and_verify_reads_it_whole(tmp_path, monkeypatch, capsys):
+    block = 1 << 16
+    path = tmp_path / "big.tsv"
+    content = bytearray(b"a\tb\n" * (preparation.FINGERPRINT_BLOCKS * block // 2))  # twice the sampled bytes
+    path.write_bytes(bytes(content))
+    cache = str(tmp_path / "prepared")
+    digest = preparation.known_file_digest(str(path), cache)
+    assert digest == preparation.file_digest(str(path))
+    # Bytes between two sampled blocks change, with the size and the modification time kept: the
+    # fingerprint is blind to them, so the remembered digest comes back without reading the file...
+    status = os.stat(path)
+    between = block + 16  # past the first block; the second starts about two blocks on
+    content[between : between + 4] = b"c\td\n"
+    path.write_bytes(bytes(content))
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    read = []
+    monkeypatch.setattr(preparation, "file_digest", lambda p: read.append(p) or "computed")
+    assert preparation.known_file_digest(str(path), cache) == digest and read == []
+    # ...and --verify-data reads it whole, says so and corrects the remembered digest.
+    assert preparation.known_file_digest(str(path), cache, verify=True) == "computed" and read == [str(path)]
+    assert "its content changed with its size and time unchanged" in capsys.readouterr().out
+    assert preparation.known_file_digest(str(path), cache) == "computed" and len(read) == 1
+    # A new modification time is a new fingerprint: the digest is computed again.
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+    assert preparation.known_file_digest(str(path), cache) == "computed" and len(read) == 2
+
+
+def test_scan_keeps_per_record_data_in_files_and_finds_every_duplicate_across_chunks(monkeypatch):
+    monkeypatch.setattr(preparation, "CHUNK", 7)  # many chunks, so repeats fall in other chunks than their first
+    records = [(f"s{i % 40}", f"t{i % 40}") for i in range(100)] + [("x" * 200, "y" * 200)]
+    kept, counts = preparation.scan(lambda: iter(records))
+    assert kept.tolist() == [True] * 40 + [False] * 60 + [True]
+    assert counts == {"empty": 0, "length_ratio": 0, "duplicates": 60, "too_long": 0}
+    # The default too-long limit: 8 times the 99th percentile of the kept records' longest field, at least 400.
+    kept, counts = preparation.scan(lambda: iter(records + [("z" * 2000, "w")] * 3), max_ratio=None)
+    assert counts["too_long"] == 1 and counts["duplicates"] == 62
+
+
+@pytest.mark.nightly
+def test_memory_does_not_follow_the_row_count():
+    """Preparation adds at most 4 bytes a row, and training's batch plans (4 bytes a row each, the
+    next epoch's drawn ahead) with the memory-mapped lengths at most 24: no per-row Python object,
+    no memory map of the ids."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "prepared_memory.py")
+    small, large = (
+        json.loads(subprocess.run([sys.executable, script, str(rows)], capture_output=True, check=True).stdout)
+        for rows in (300_000, 3_000_000)
+    )
+    rows = large["rows"] - small["rows"]
+    assert (large["preparation_peak_kib"] - small["preparation_peak_kib"]) * 1024 / rows < 4
+    assert (large["training_peak_kib"] - small["training_peak_kib"]) * 1024 / rows < 24

@@ -207,7 +207,7 @@ def test_a_classifier_tagger_or_language_model_export_answers_its_own_route_only
 
     answer, wrong, unknown, health = served(engine, scenario)
     kind = {"classify": "classify", "tag": "tag", "generate": "lm"}[signature]
-    assert health == {"status": "ok", "kind": kind, "signatures": [signature]}
+    assert health == {"status": "ok", "kind": kind, "signatures": [signature], "warm_up": {"calls": 0, "done": 0}}
     assert answer == (200, {"results": expected})
     assert wrong[0] == 404 and f"which answers POST /v1/{engine.route}, not POST /v1/translate" in wrong[1]["error"]
     assert unknown == (400, {"error": f"unknown fields: beam_size; expected some of {field}"})
@@ -315,8 +315,9 @@ def test_the_event_loop_answers_while_the_engine_decodes_and_closing_lets_the_ca
         return health, await decoding
 
     health, (status, result) = served(engines.engine_for(export), scenario)
-    assert health == (200, {"status": "ok", "kind": "translate", "signatures": ["translate", "translate_greedy",
-                                                                                "translate_options"]})  # fmt: skip
+    signatures = ["translate", "translate_greedy", "translate_options"]
+    warm_up = {"calls": 0, "done": 0}
+    assert health == (200, {"status": "ok", "kind": "translate", "signatures": signatures, "warm_up": warm_up})
     assert status == 200 and texts(result) == [["slow b4 #0"]]
 
 
@@ -477,6 +478,80 @@ def test_a_real_export_refuses_options_outside_what_it_was_compiled_for(tiny_exp
     status, error = served(engine, lambda client: post(client, {"sentences": ["w1"], **options}))
     assert status == 400
     assert error["error"].startswith(f"{field}: {expected}")
+
+
+def test_the_warm_up_runs_first_its_outputs_reach_no_one_and_health_answers_503_until_it_ends():
+    """One call per row count (sentences 1, 2, 3, 4, 5, 7, 9, 13 give 1 to 16 rows), width (16 words: the one width
+    of a max_length of 10) and beam size, decoded to max_length; a request that came meanwhile waits, then gets
+    its own translation from a call of its own."""
+    gate = threading.Event()
+    export = OptionsExport(gate=gate)
+
+    async def scenario(client):
+        async def health():
+            async with client.get("/health") as response:
+                return response.status, (await response.json())["warm_up"]
+
+        while not export.calls:
+            await asyncio.sleep(0.01)
+        during = await health()
+        request = asyncio.ensure_future(post(client, {"sentences": ["mine"]}))
+        await asyncio.sleep(0.2)
+        assert not request.done()
+        gate.set()
+        return during, await request, await health()
+
+    during, (status, result), after = served(engines.engine_for(export), scenario, warm_up="full")
+    assert during == (503, {"calls": 16, "done": 0}) and after == (200, {"calls": 16, "done": 16})
+    assert status == 200 and texts(result) == [["mine b4 #0"]]
+    sizes = [1, 2, 3, 4, 5, 7, 9, 13]
+    assert engines.warm_up_batch_sizes(64) == sizes and engines.warm_up_batch_sizes(8) == sizes[:6]
+    warm = " ".join(["the"] * 16)
+    expected = [([warm] * n, (beam, 1, 0.6000000238418579, 10, 10)) for beam in (4, 1) for n in sizes]
+    assert export.calls == expected + [(["mine"], (4, 1, 0.6000000238418579, 0, 10))]
+
+
+# Loads the tiny export, warms it up, then translates batches of every size up to argv[3] at both beam sizes
+# (decoded to max_length, so no sentence ends before the others): XLA writes one dump folder entry per program it
+# compiles, counted after each phase.
+_COMPILES_SCRIPT = """
+import glob, json, sys
+from keras_seq.serving import engines
+engine = engines.load_savedmodel(sys.argv[1])
+dump, most = sys.argv[2], int(sys.argv[3])
+def compiled():
+    return len({name.split(".")[0] for name in glob.glob(dump + "/module_*.before_optimizations.txt")})
+counts = [compiled()]
+for strings, options in engine.warm_up_calls(most, "full"):
+    engine.run(strings, options)
+counts.append(compiled())
+words = [f"w{i % 19 + 1}" for i in range(30)]
+for beam in (1, 2):
+    for size in range(1, most + 1):
+        sentences = [" ".join(words[row : row + 1 + (row * 7) % 12]) for row in range(size)]
+        engine.run(sentences, engines.TranslateOptions(beam, 1, 0.6, 8, 8))
+counts.append(compiled())
+print(json.dumps(counts))
+"""
+
+
+@with_export
+def test_after_the_warm_up_no_batch_of_a_warmed_shape_compiles_an_xla_program(tiny_export, tmp_path):
+    """Counted by XLA's dumps: the warm-up compiles, per beam size, the lone sentence's program and each of the
+    7 row counts' start and steps programs (one source width, one cache window: 2 * 15); the 2 * 16 batches
+    after it, of 1 to 16 sentences, compile none."""
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
+    environment["XLA_FLAGS"] = f"{environment.get('XLA_FLAGS', '')} --xla_dump_to={tmp_path}"
+    result = subprocess.run(
+        [sys.executable, "-c", _COMPILES_SCRIPT, tiny_export[0], str(tmp_path), "16"],
+        cwd=REPOSITORY,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [0, 30, 30]
 
 
 def test_an_export_without_translate_options_is_refused_at_start_up():
