@@ -62,13 +62,32 @@ def _least_at_least(ladder, count):
     return tf.reduce_min(tf.where(ladder >= count, ladder, ladder[-1]))
 
 
+# The row counts a decoding compiles for: powers of two and 1.5 times them, a few per octave, none
+# over 1.5 times what a call needs.
+ROW_LADDER = tuple(sorted({2**power for power in range(30)} | {3 * 2**power // 2 for power in range(30)}))
+
+
+def rows_for(count):
+    """The least entry of `ROW_LADDER` >= `count` (a Python int): the rows a call of `count` sentences decodes."""
+    return next((rows for rows in ROW_LADDER if rows >= count), ROW_LADDER[-1])
+
+
+def row_counts_of_call(sentences):
+    """The row counts a call of `sentences` sentences decodes with (0: a lone sentence's program), `PARTS` parts
+    from `SPLIT_FROM` sentences on (as `export_translator`'s graph routes them)."""
+    if sentences <= 1:
+        return {0}
+    if sentences < SPLIT_FROM:
+        return {rows_for(sentences)}
+    size = -(-sentences // PARTS)
+    return {rows_for(min(size, sentences - part * size)) for part in range(PARTS) if part * size < sentences}
+
+
 def _size_at_least(count):
-    """The least of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers of two and 1.5 times them) >= `count` (an int32
-    scalar tensor): the row counts compiled for, a few per octave, none over 1.5 times what is needed."""
+    """`rows_for` in the graph: the least entry of `ROW_LADDER` >= `count` (an int32 scalar tensor)."""
     import tensorflow as tf
 
-    powers = 2 ** tf.range(30)
-    return _least_at_least(tf.concat([powers, powers * 3 // 2], axis=0), count)
+    return _least_at_least(tf.constant(ROW_LADDER, tf.int32), count)
 
 
 def _lengths(ids):

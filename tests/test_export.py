@@ -190,6 +190,23 @@ def test_few_shapes_pads_rows_to_a_size_of_the_ladder_and_width_to_a_multiple_of
     assert sizes == [1, 2, 3, 6, 8, 12, 16, 24, 32, 48, 64, 96]
 
 
+def test_rows_for_is_the_graphs_row_ladder_in_python():
+    import tensorflow as tf
+
+    counts = [*range(1, 200), 1000, 5000, 2**29, 2**29 + 1, 805306368, 805306369]
+    graph = [int(export._size_at_least(tf.constant(n))) for n in counts]
+    assert [export.rows_for(n) for n in counts] == graph
+    assert graph[:9] == [1, 2, 3, 4, 6, 6, 8, 8, 12] and graph[-1] == 805306368  # the last entry past the ladder
+
+
+def test_row_counts_of_call_follow_the_split_into_parts():
+    assert export.row_counts_of_call(1) == {0} and export.row_counts_of_call(5) == {6}
+    assert export.row_counts_of_call(export.SPLIT_FROM - 1) == {16}
+    assert export.row_counts_of_call(16) == {4}  # 4 parts of 4
+    assert export.row_counts_of_call(17) == {6, 2}  # parts of 5, 5, 5 and 2 rows
+    assert export.row_counts_of_call(64) == {16}
+
+
 @pytest.mark.parametrize("least_rows", [1, 2])
 @pytest.mark.parametrize("width", [0, 3, 16, 17, 40])  # the caller cuts sources to the source length, 40
 def test_a_lone_sentence_gets_the_shape_few_shapes_gives_it(least_rows, width):

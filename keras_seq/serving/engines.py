@@ -210,34 +210,14 @@ class SavedModelTranslator(SavedModelEngine):
         ]
 
 
-def _rows_at_least(count):
-    """`export._size_at_least` in Python: the least of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... >= `count`."""
-    power = 1
-    while power * 3 // 2 < count and power < count:
-        power *= 2
-    return power if power >= count else power * 3 // 2
-
-
-def _row_counts(sentences):
-    """The row counts the export decodes a call of `sentences` sentences with (0: a lone sentence's program)."""
-    if sentences <= 1:
-        return {0}
-    if sentences < export.SPLIT_FROM:
-        return {_rows_at_least(sentences)}
-    size = -(-sentences // export.PARTS)
-    return {
-        _rows_at_least(min(size, sentences - part * size)) for part in range(export.PARTS) if part * size < sentences
-    }
-
-
 def warm_up_batch_sizes(max_batch_sentences):
     """The fewest call sizes (sentences) that meet every row count a call of 1 to `max_batch_sentences` meets, the
     smallest for each (the export's row ladder and its parts, see `export._few_shapes` and `export.PARTS`)."""
     sizes, met = [], set()
     for sentences in range(1, max_batch_sentences + 1):
-        if not _row_counts(sentences) <= met:
+        if not export.row_counts_of_call(sentences) <= met:
             sizes.append(sentences)
-            met |= _row_counts(sentences)
+            met |= export.row_counts_of_call(sentences)
     return sizes
 
 
