@@ -280,7 +280,7 @@ def size_runs(args, size, train, valid, env):
         [*common, "--max-seconds", str(args.seconds), "--output-dir", str(first)],
         root / "first.log",
     )
-    prepared = next((first / "prepared").iterdir())
+    prepared = next(path.parent for path in (first / "prepared").glob("*/manifest.json"))  # not digests/
     result["prepared_mib"] = round(sum(f.stat().st_size for f in prepared.iterdir()) / 2**20, 1)
     result["rows"] = json.loads((prepared / "manifest.json").read_text())["rows"]
     result["rerun"] = recipe_run(

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_seq import _random, backend
+from keras_seq import _random, backend, repetition_controls
 from keras_seq import _validation as v
 from keras_seq import decoding_contract as contract
 
@@ -43,18 +43,33 @@ def gnmt_length_penalty(length, alpha):
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
-def _mask_forbidden(logits, step, end_id, min_length):
+def _mask_forbidden(logits, step, end_id, min_length, suppress_ids=()):
     """float32 logits without the ids that may not come at position `step`.
 
     Id 0 is padding for every keras_seq model: never generate it (a model fed its own
     output would then mask that position out, and cached and uncached decoding would
-    part). `end_id` may not come before position `min_length`.
+    part). `end_id` may not come before position `min_length`; `suppress_ids` (Python
+    ints, or an int32 vector set at run time) never come.
     """
     ids = ops.arange(ops.shape(logits)[-1])
     forbidden = ids == 0
     if end_id is not None and not _is_zero(min_length):
         forbidden = ops.logical_or(forbidden, ops.logical_and(ids == end_id, step < min_length))
+    if not isinstance(suppress_ids, tuple) or suppress_ids:
+        suppressed = ops.convert_to_tensor(suppress_ids, "int32")
+        forbidden = ops.logical_or(forbidden, ops.any(ids[:, None] == suppressed[None, :], axis=1))
     return ops.where(forbidden, _NEG_INF, ops.cast(logits, "float32"))
+
+
+def _next_logits(rows, step, settings):
+    """float32 logits of each row's next id, at position `step`, under the settings' controls: the repetition
+    penalty on the raw logits, then the ids that may not come (`_mask_forbidden`) and those that would repeat
+    an n-gram (`no_repeat_ngram_size`) at `_NEG_INF`. Scores are log-probabilities under these logits."""
+    ids = rows["ids"]
+    penalty, ngram_size = settings["repetition_penalty"], settings["no_repeat_ngram_size"]
+    logits = repetition_controls.penalise_repetitions(ops.cast(rows["logits"], "float32"), ids, step, penalty)
+    logits = _mask_forbidden(logits, step, settings["end_id"], settings["min_length"], settings["suppress_ids"])
+    return repetition_controls.ban_repeated_ngrams(logits, ids, step, ngram_size, _NEG_INF)
 
 
 def _is_zero(value):
@@ -120,7 +135,7 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
     """One token per row for greedy decoding and sampling (`advance`: the model's step, `_advancing`; `groups`:
     `(B, copies)` scores and ended flags; `choose` from `_token_chooser`)."""
     end_id = settings["end_id"]
-    logits = _mask_forbidden(rows["logits"], step, end_id, settings["min_length"])
+    logits = _next_logits(rows, step, settings)
     done, score = ops.reshape(groups["done"], (-1,)), ops.reshape(groups["scores"], (-1,))
     token = ops.cast(choose(logits, step), "int32")
     token = ops.where(done, 0, token)  # padding after a sequence ended
@@ -151,7 +166,7 @@ def _beam_step(advance, reorder, step, rows, groups, settings):
     scores, done, lengths = groups["scores"], groups["done"], groups["lengths"]
     batch, num_beams = ops.shape(scores)
     vocabulary_size = ops.shape(rows["logits"])[-1]
-    logits = _mask_forbidden(rows["logits"], step, end_id, settings["min_length"])
+    logits = _next_logits(rows, step, settings)
     scores, flat = _best_continuations(logits, scores, done, num_beams)
     beam, token = flat // vocabulary_size, flat % vocabulary_size
     rows_kept = ops.reshape(ops.arange(batch, dtype="int32")[:, None] * num_beams + beam, (-1,))
@@ -362,6 +377,9 @@ def check_generate_arguments(
     seed=None,
     length_penalty=0.6,
     early_stopping=False,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_ids=(),
 ):
     owner = _owner(model)
     if not isinstance(early_stopping, (bool, np.bool_)):
@@ -379,6 +397,10 @@ def check_generate_arguments(
         v.fail(owner, "length_penalty", "a finite number (the GNMT alpha)", repr(length_penalty))
     v.check_positive_int(owner, "num_beams", num_beams)
     v.check_positive_int(owner, "num_return_sequences", num_return_sequences)
+    if not v.is_integer(no_repeat_ngram_size) or no_repeat_ngram_size < 0:
+        v.fail(owner, "no_repeat_ngram_size", "an integer >= 0 (0: off)", repr(no_repeat_ngram_size))
+    if not v.is_number(repetition_penalty) or not 0 < repetition_penalty < math.inf:
+        v.fail(owner, "repetition_penalty", "a finite number > 0 (1: off)", repr(repetition_penalty))
     if strategy == "beam" and num_return_sequences > num_beams:
         v.fail(owner, "num_return_sequences", f"at most num_beams={num_beams}", num_return_sequences)
     vocabulary_size = model.decoding_vocabulary_size
@@ -386,6 +408,10 @@ def check_generate_arguments(
         v.fail(owner, "end_id", f"an id in [0, {vocabulary_size}) or None", repr(end_id))
     if not v.is_integer(start_id) or not 0 < start_id < vocabulary_size:
         v.fail(owner, "start_id", f"an id in [1, {vocabulary_size}) (0 is padding)", repr(start_id))
+    if isinstance(suppress_ids, (str, bytes)) or not all(
+        v.is_integer(i) and 0 <= i < vocabulary_size for i in np.ravel(np.asarray(suppress_ids, dtype=object))
+    ):
+        v.fail(owner, "suppress_ids", f"a list of ids in [0, {vocabulary_size})", repr(suppress_ids))
     if seed is not None and (not v.is_integer(seed) or not -(2**31) <= seed < 2**31):
         v.fail(owner, "seed", "an int32 integer, in [-2**31, 2**31), or None", repr(seed))
     if strategy == "beam" and num_beams > vocabulary_size:
@@ -671,6 +697,9 @@ def generate(
     seed=None,
     min_length=0,
     early_stopping=False,
+    no_repeat_ngram_size=0,
+    repetition_penalty=1.0,
+    suppress_ids=(),
 ):
     """Decode up to `max_length` ids per row of `inputs`, one cached step per token.
 
@@ -718,6 +747,12 @@ def generate(
             Faster, above all for a weak model whose beams wander to
             `max_length`. Without a length penalty the result is the same; with
             one, a longer beam that would have ended later and won is lost.
+        no_repeat_ngram_size: n > 0: no n-gram of n ids comes twice in a row's
+            ids (the start id or prompt included); 0 allows every repeat.
+        repetition_penalty: an id already in the row has its logit divided by
+            this where positive, multiplied where negative (> 0; 1 changes
+            nothing, above 1 discourages repeats).
+        suppress_ids: ids never generated (e.g. the unknown token's).
 
     Returns:
         int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
@@ -752,6 +787,9 @@ def generate(
         seed,
         length_penalty,
         early_stopping,
+        no_repeat_ngram_size,
+        repetition_penalty,
+        suppress_ids,
     )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
@@ -768,6 +806,9 @@ def generate(
         num_return_sequences=int(num_return_sequences),
         min_length=int(min_length),
         early_stopping=bool(early_stopping),
+        no_repeat_ngram_size=int(no_repeat_ngram_size),
+        repetition_penalty=float(repetition_penalty),
+        suppress_ids=tuple(sorted({int(i) for i in np.ravel(np.asarray(suppress_ids, dtype=object))})),
     )
     shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
     key = (tuple(sorted(settings.items())), shapes)

@@ -305,7 +305,12 @@ RUNTIME_OPTIONS = (
     ("length_penalty", "float32"),
     ("min_length", "int32"),
     ("max_length", "int32"),
+    ("no_repeat_ngram_size", "int32"),
+    ("repetition_penalty", "float32"),
+    ("disable_unk", "bool"),
 )
+# The largest repetition penalty a call may set: past it every repeat is already all but ruled out.
+MAX_REPETITION_PENALTY = 100.0
 
 
 def export_translator(
@@ -327,10 +332,13 @@ def export_translator(
       GNMT length penalty and `early_stopping` (see `keras_seq.decoding.generate`);
     * `translate_greedy(sentences)`: the most likely id at each step;
     * `translate_options(sentences, beam_size, n_best, length_penalty, min_length,
-      max_length)` (int32, int32, float32, int32, int32 scalars; `RUNTIME_OPTIONS`):
-      `beam_size` 1 (greedy) or `num_beams`, `n_best` in `[1, beam_size]`,
-      `0 <= min_length <= max_length <= ` the exported `max_length`, the lengths
-      counting the start id as `generate`'s do. Returns `{"translations": (B, n_best)
+      max_length, no_repeat_ngram_size, repetition_penalty, disable_unk)` (scalars of
+      the dtypes of `RUNTIME_OPTIONS`): `beam_size` 1 (greedy) or `num_beams`, `n_best`
+      in `[1, beam_size]`, `0 <= min_length <= max_length <= ` the exported
+      `max_length`, the lengths counting the start id as `generate`'s do;
+      `no_repeat_ngram_size` in `[0, max_length]` and `repetition_penalty` in
+      `(0, MAX_REPETITION_PENALTY]` as `generate`'s, `disable_unk` as `generate`'s
+      `suppress_ids=[text.UNKNOWN]`. Returns `{"translations": (B, n_best)
       strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first:
       `log_probs` is a hypothesis' summed log-probability, `scores` that over the GNMT
       length penalty of its length (the ids it generated, its end id included). The
@@ -392,7 +400,17 @@ def export_translator(
         translate.__name__ = name
         return tf.function(translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
 
-    def translate_options(sentences, beam_size, n_best, length_penalty, min_length, max_length):
+    def translate_options(
+        sentences,
+        beam_size,
+        n_best,
+        length_penalty,
+        min_length,
+        max_length,
+        no_repeat_ngram_size,
+        repetition_penalty,
+        disable_unk,
+    ):
         def within(value, low, high, message):  # fails the call with `message` unless low <= value <= high
             return tf.debugging.assert_equal(tf.logical_and(value >= low, value <= high), True, message)
 
@@ -403,10 +421,23 @@ def export_translator(
             within(n_best, 1, beam_size, "n_best: expected 1 to beam_size"),
             within(max_length, 1, module.max_length, "max_length: expected 1 to the exported max_length"),
             within(min_length, 0, max_length, "min_length: expected 0 to max_length"),
+            within(no_repeat_ngram_size, 0, max_length, "no_repeat_ngram_size: expected 0 to max_length"),
+            tf.debugging.assert_equal(
+                tf.logical_and(repetition_penalty > 0, repetition_penalty <= MAX_REPETITION_PENALTY),
+                True,
+                f"repetition_penalty: expected a number in (0, {MAX_REPETITION_PENALTY}]",
+            ),
         ]
         with tf.control_dependencies(checks):
             ids = source_ids(sentences)
-        options = dict(length_penalty=length_penalty, min_length=min_length, length_limit=max_length)
+        options = dict(
+            length_penalty=length_penalty,
+            min_length=min_length,
+            length_limit=max_length,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            repetition_penalty=repetition_penalty,
+            suppress_ids=tf.where(disable_unk, [text.UNKNOWN], [0]),  # id 0, padding, is never generated anyway
+        )
         best, scores = tf.cond(
             beam_size == 1,
             lambda: greedy_best(ids, options),

@@ -235,19 +235,22 @@ OPTION_SETS = [
     dict(beam_size=3, n_best=2, length_penalty=1.0, min_length=5, max_length=8),
     dict(beam_size=3, n_best=1, length_penalty=0.0, min_length=0, max_length=4),
     dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=3, max_length=7),
+    dict(beam_size=3, n_best=2, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, no_repeat_ngram_size=2),
+    dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, no_repeat_ngram_size=1),
+    dict(beam_size=3, n_best=3, length_penalty=0.6, min_length=2, max_length=MAX_LENGTH, repetition_penalty=2.5),
+    dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, disable_unk=True),
 ]
 
 
-def with_options(exported, sentences, beam_size, n_best, length_penalty, min_length, max_length):
+def with_options(exported, sentences, **options):
+    """`translate_options` on `sentences` with `options` (export.RUNTIME_OPTIONS' names; the repetition
+    controls off unless given)."""
     import tensorflow as tf
 
+    options = {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0, "disable_unk": False, **options}
     result = exported.translate_options(
         tf.constant(sentences, tf.string),
-        tf.constant(beam_size),
-        tf.constant(n_best),
-        tf.constant(length_penalty, tf.float32),
-        tf.constant(min_length),
-        tf.constant(max_length),
+        *(tf.constant(options[name], dtype) for name, dtype in export.RUNTIME_OPTIONS),
     )
     texts = [[s.decode() for s in row] for row in result["translations"].numpy()]
     return texts, result["scores"].numpy(), result["log_probs"].numpy()
@@ -270,6 +273,9 @@ def test_translate_options_gives_generates_n_best_with_its_scores(translator, op
         length_penalty=options["length_penalty"],
         min_length=options["min_length"],
         max_length=options["max_length"],
+        no_repeat_ngram_size=options.get("no_repeat_ngram_size", 0),
+        repetition_penalty=options.get("repetition_penalty", 1.0),
+        suppress_ids=[text.UNKNOWN] if options.get("disable_unk") else [],
     )
     if beam and n == 1:  # generate gives no scores for one sequence, and its stopping rule depends on n
         assert [row[0] for row in texts] == generated(model, vocabulary, SENTENCES, **settings)
@@ -304,6 +310,8 @@ def test_translate_options_turn_down_options_outside_the_export(translator):
         ({"n_best": 4}, "n_best: expected 1 to beam_size"),
         ({"max_length": MAX_LENGTH + 1}, "max_length: expected 1 to"),
         ({"min_length": 11}, "min_length: expected 0 to max_length"),
+        ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size: expected 0 to max_length"),
+        ({"repetition_penalty": 0.0}, "repetition_penalty: expected a number in"),
     ]:
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             with_options(exported[False], SENTENCES, **{**good, **changed})

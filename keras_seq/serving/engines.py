@@ -8,6 +8,7 @@ export, as `keras_seq.export` promises.
 """
 
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -75,6 +76,14 @@ def _score_or_none(value):
     return value if math.isfinite(value) and value > _NO_HYPOTHESIS else None
 
 
+def _argument_names(loaded, signature):
+    """The argument names of a loaded export's `signature` (of its method, for an object that is no SavedModel)."""
+    signatures = getattr(loaded, "signatures", None)
+    if signatures is not None:
+        return set(signatures[signature].structured_input_signature[1])
+    return set(inspect.signature(getattr(loaded, signature)).parameters)
+
+
 @dataclasses.dataclass(frozen=True)
 class TranslateOptions:
     """The decoding options of a translation request, as the engine takes them (None: the export's own)."""
@@ -84,6 +93,9 @@ class TranslateOptions:
     length_penalty: float = None
     min_length: int = None
     max_length: int = None
+    no_repeat_ngram_size: int = 0
+    repetition_penalty: float = 1.0
+    disable_unk: bool = False
 
 
 class SavedModelEngine:
@@ -132,15 +144,13 @@ class SavedModelEngine:
 class SavedModelTranslator(SavedModelEngine):
     """A translator export, decoded with each request's options by its `translate_options` signature.
 
-    `translate_options(sentences, beam_size, n_best, length_penalty, min_length,
-    max_length)` returns `{"translations", "scores", "log_probs"}`, each `(B,
-    n_best)` (`keras_seq.export.export_translator`); the export also holds
+    `translate_options(sentences, *export.RUNTIME_OPTIONS)` returns `{"translations", "scores", "log_probs"}`,
+    each `(B, n_best)` (`keras_seq.export.export_translator`); the export also holds
     `num_beams`, `max_length` and `length_penalty`, the beam count and longest
     translation it was compiled for and its own penalty, which the requests are
-    checked against and default to.
+    checked against and default to. An export written before an option existed
+    lacks it: `option_fields` are the options its signature takes.
     """
-
-    option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS)
 
     def __init__(self, loaded):
         if not hasattr(loaded, "translate_options"):
@@ -149,6 +159,8 @@ class SavedModelTranslator(SavedModelEngine):
                 "export its run again (python -m keras_seq.export RUN_DIR)"
             )
         super().__init__(loaded, "translate")
+        taken = _argument_names(loaded, "translate_options")
+        self.option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS if name in taken)
         self.num_beams = int(loaded.num_beams.numpy())
         self.max_length = int(loaded.max_length.numpy())
         self.length_penalty = float(loaded.length_penalty.numpy())
@@ -170,7 +182,19 @@ class SavedModelTranslator(SavedModelEngine):
         length_penalty = float(np.float32(length_penalty))  # the value decoded with: one key for 0.6 and the export's
         max_length = _integer("max_length", fields.get("max_length", self.max_length), 1, self.max_length)
         min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
-        return TranslateOptions(beam_size, n_best, length_penalty, min_length, max_length)
+        no_repeat = _integer("no_repeat_ngram_size", fields.get("no_repeat_ngram_size", 0), 0, max_length)
+        penalty = _number(
+            "repetition_penalty", fields.get("repetition_penalty", 1.0), 0.0, export.MAX_REPETITION_PENALTY
+        )
+        if penalty <= 0:
+            raise RequestError(f"repetition_penalty: expected a number > 0, got {_shown(penalty)}")
+        disable_unk = fields.get("disable_unk", False)
+        if not isinstance(disable_unk, bool):
+            raise RequestError(f"disable_unk: expected true or false, got {_shown(disable_unk)}")
+        penalty = float(np.float32(penalty))
+        return TranslateOptions(
+            beam_size, n_best, length_penalty, min_length, max_length, no_repeat, penalty, disable_unk
+        )
 
     def warm_up_calls(self, max_batch_sentences, scope="full"):
         """The `(sentences, options)` calls that compile, before any request, each XLA program a request of at most
@@ -196,7 +220,11 @@ class SavedModelTranslator(SavedModelEngine):
     def run(self, sentences, options):
         import tensorflow as tf
 
-        arguments = (tf.constant(getattr(options, name), dtype) for name, dtype in export.RUNTIME_OPTIONS)
+        arguments = (
+            tf.constant(getattr(options, name), dtype)
+            for name, dtype in export.RUNTIME_OPTIONS
+            if name in self.option_fields
+        )
         outputs = self._call(self.loaded.translate_options, sentences, *arguments)
         texts, scores, log_probs = (outputs[name].numpy() for name in ("translations", "scores", "log_probs"))
         return [

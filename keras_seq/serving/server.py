@@ -10,7 +10,8 @@ with an `error:` line, status 2.)
 Routes, by the export's kind (a route of another kind answers 404):
 
 - `POST /v1/translate` `{"sentences": [...], "beam_size", "n_best", "length_penalty", "min_length",
-  "max_length"}` (options optional; see `engines.SavedModelTranslator` for what an export takes) ->
+  "max_length", "no_repeat_ngram_size", "repetition_penalty", "disable_unk"}` (options optional; see
+  `engines.SavedModelTranslator` for what an export takes) ->
   `{"results": [{"translations": [{"text", "score", "log_prob"}, ...n_best]}, ...one per sentence]}`;
 - `POST /v1/classify` `{"texts": [...]}` -> `{"results": [{"label", "probabilities"}, ...]}`;
 - `POST /v1/tag` `{"sentences": [...]}` -> `{"results": [{"tags"}, ...]}`;

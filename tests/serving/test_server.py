@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from keras_seq import export
 from keras_seq.serving import batching, engines, server
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -425,9 +426,12 @@ def tiny_export(tmp_path_factory):
     return path, loaded, own
 
 
+CONTROLS = {"no_repeat_ngram_size": 1, "repetition_penalty": 1.5, "disable_unk": True}
+
+
 @with_export
-@pytest.mark.parametrize("beam_size, n_best", [(None, 1), (2, 2), (1, 1)])
-def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam_size, n_best):
+@pytest.mark.parametrize("beam_size, n_best, controls", [(None, 1, {}), (2, 2, {}), (1, 1, {}), (2, 2, CONTROLS)])
+def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam_size, n_best, controls):
     """Served in two requests batched together, the sentences get what one direct call of the export's
     `translate_options` gives them, with the export's own settings where the request leaves them out."""
     import tensorflow as tf
@@ -435,7 +439,7 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
     path, loaded, own = tiny_export
     engine = engines.load_savedmodel(path)
     assert engine.kind == "translate" and engine.num_beams == 2 and engine.max_length == 8
-    request = {"n_best": n_best, **({} if beam_size is None else {"beam_size": beam_size})}
+    request = {"n_best": n_best, **controls, **({} if beam_size is None else {"beam_size": beam_size})}
 
     async def scenario(client):
         halves = await asyncio.gather(
@@ -446,8 +450,15 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
 
     halves, health = served(engine, scenario, batch_wait_ms=200)
     assert [status for status, _ in halves] == [200, 200]
+    given = {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0, "disable_unk": False, **controls}
     direct = loaded.translate_options(
-        tf.constant(SENTENCES), tf.constant(beam_size or 2), tf.constant(n_best), tf.constant(0.6), 0, 8
+        tf.constant(SENTENCES),
+        tf.constant(beam_size or 2),
+        tf.constant(n_best),
+        tf.constant(0.6),
+        0,
+        8,
+        *(tf.constant(given[name], dtype) for name, dtype in export.RUNTIME_OPTIONS[5:]),
     )
     expected = [[t.decode() for t in row] for row in direct["translations"].numpy()]
     results = halves[0][1]["results"] + halves[1][1]["results"]
@@ -456,6 +467,8 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
     log_probs = [[t["log_prob"] for t in r["translations"]] for r in results]
     np.testing.assert_allclose(scores, direct["scores"].numpy(), rtol=1e-5)
     np.testing.assert_allclose(log_probs, direct["log_probs"].numpy(), rtol=1e-5)
+    if controls:  # a 1-gram ban: no word twice in a translation
+        assert all(len(set(t.split())) == len(t.split()) for row in expected for t in row)
     if beam_size is None:
         assert [row[0] for row in expected] == own["translate"]
     if beam_size == 1:
@@ -471,6 +484,10 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
         ({"beam_size": 1, "n_best": 2}, "n_best", "expected an integer in [1, 1]"),
         ({"max_length": 9}, "max_length", "expected an integer in [1, 8]"),
         ({"max_length": 5, "min_length": 6}, "min_length", "expected an integer in [0, 5]"),
+        ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size", "expected an integer in [0, 8]"),
+        ({"repetition_penalty": 0}, "repetition_penalty", "expected a number > 0"),
+        ({"repetition_penalty": 1e9}, "repetition_penalty", "expected a number in [0.0, 100.0]"),
+        ({"disable_unk": "yes"}, "disable_unk", "expected true or false"),
     ],
 )
 def test_a_real_export_refuses_options_outside_what_it_was_compiled_for(tiny_export, options, field, expected):

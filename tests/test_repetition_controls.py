@@ -1,0 +1,143 @@
+"""The repetition penalty, the no-repeat n-gram ban and suppressed ids: against their definitions in NumPy, and
+in `generate` against a step-by-step NumPy decoding of the model's own logits."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_seq as ks
+from keras_seq import repetition_controls
+
+VOCABULARY = 12
+
+
+def numpy_penalised(logits, ids, step, penalty):
+    """CTRL's penalty (Keskar et al., 2019, section 4.1): a seen id's logit divided by `penalty` if positive,
+    multiplied by it if not."""
+    out = logits.copy()
+    for row in range(len(ids)):
+        for token in set(ids[row, :step].tolist()):
+            value = logits[row, token]
+            out[row, token] = value / penalty if value > 0 else value * penalty
+    return out
+
+
+def numpy_banned(ids, step, size):
+    """The ids that would end an n-gram of `size` already in `ids[row, :step]`, by listing every n-gram."""
+    banned = np.zeros((len(ids), VOCABULARY), bool)
+    for row in range(len(ids)):
+        history = ids[row, :step].tolist()
+        latest = tuple(history[len(history) - size + 1 :]) if size > 1 else ()
+        for start in range(len(history) - size + 1):
+            if tuple(history[start : start + size - 1]) == latest:
+                banned[row, history[start + size - 1]] = True
+    return banned
+
+
+def histories(seed=0, rows=6, length=14):
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, 4, (rows, length)).astype("int32")  # 3 ids: many repeated n-grams
+
+
+@pytest.mark.parametrize("penalty", [1.0, 1.3, 3.0, 0.5])
+@pytest.mark.parametrize("step", [1, 5, 14])
+def test_penalise_repetitions_is_ctrls_penalty(penalty, step):
+    ids = histories()
+    logits = np.random.default_rng(1).normal(size=(len(ids), VOCABULARY)).astype("float32")
+    expected = numpy_penalised(logits, ids, step, penalty)
+    got = repetition_controls.penalise_repetitions(ops.convert_to_tensor(logits), ids, step, penalty)
+    np.testing.assert_allclose(ops.convert_to_numpy(got), expected, rtol=1e-6)
+    as_tensor = repetition_controls.penalise_repetitions(
+        ops.convert_to_tensor(logits), ids, ops.convert_to_tensor(step, "int32"), ops.convert_to_tensor(penalty)
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(as_tensor), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("step", [1, 2, 4, 9, 14])
+def test_repeated_ngram_ends_are_every_earlier_ngrams_last_id(size, step):
+    ids = histories(seed=size + step)
+    expected = numpy_banned(ids, step, size) if size else np.zeros((len(ids), VOCABULARY), bool)
+    logits = np.zeros((len(ids), VOCABULARY), "float32")
+    for given_size in (size, ops.convert_to_tensor(size, "int32")):  # a Python int, or set at run time
+        got = repetition_controls.ban_repeated_ngrams(
+            ops.convert_to_tensor(logits), ids, ops.convert_to_tensor(step, "int32"), given_size, -1.0
+        )
+        np.testing.assert_array_equal(ops.convert_to_numpy(got) == -1.0, expected)
+
+
+@pytest.mark.parametrize("size, banned", [(1, [1, 2, 3]), (2, [3]), (3, [3]), (4, [])])
+def test_the_ban_of_a_written_out_history(size, banned):
+    ids = np.array([[1, 2, 3, 1, 2, 0, 0]], "int32")  # ... 1 2 | next: 3 would repeat "1 2 3" and "2 3"
+    logits = ops.zeros((1, VOCABULARY))
+    got = ops.convert_to_numpy(repetition_controls.ban_repeated_ngrams(logits, ids, 5, size, -1.0))[0]
+    assert np.flatnonzero(got == -1.0).tolist() == banned
+
+
+def tiny_lm():
+    keras.utils.set_random_seed(4)
+    return ks.models.transformer_lm(
+        vocabulary_size=VOCABULARY, sequence_length=16, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=16
+    )
+
+
+def numpy_greedy(model, prompt, max_length, penalty=1.0, size=0, suppress=()):
+    """Greedy decoding by calling the whole model on each prefix, the controls applied in NumPy."""
+    ids = np.array(prompt, "int32")
+    while ids.shape[1] < max_length:
+        step = ids.shape[1]
+        logits = ops.convert_to_numpy(model(ids))[:, -1].astype("float32")
+        logits = numpy_penalised(logits, ids, step, penalty)
+        forbidden = numpy_banned(ids, step, size) if size else np.zeros_like(logits, bool)
+        forbidden[:, [0, *suppress]] = True
+        logits[forbidden] = -1e9
+        ids = np.concatenate([ids, logits.argmax(-1)[:, None].astype("int32")], axis=1)
+    return ids
+
+
+@pytest.mark.parametrize(
+    "controls", [dict(penalty=2.0), dict(size=2), dict(size=1), dict(suppress=(4, 5, 7)), dict(penalty=1.5, size=3)]
+)
+def test_generate_applies_the_controls_to_the_models_logits(controls):
+    model = tiny_lm()
+    prompt = [[1, 2, 3], [4, 4, 5]]
+    expected = numpy_greedy(model, prompt, 14, **controls)
+    got = model.generate(
+        np.array(prompt, "int32"),
+        14,
+        repetition_penalty=controls.get("penalty", 1.0),
+        no_repeat_ngram_size=controls.get("size", 0),
+        suppress_ids=list(controls.get("suppress", ())),
+    )
+    np.testing.assert_array_equal(ops.convert_to_numpy(got), expected)
+    assert not np.array_equal(expected, numpy_greedy(model, prompt, 14))  # the controls change this decoding
+
+
+@pytest.mark.parametrize("strategy", ["beam", "sample", "top_k"])
+def test_no_ngram_comes_twice_whatever_the_strategy(strategy):
+    model = tiny_lm()
+    prompt = np.array([[1, 2], [4, 4], [5, 6]], "int32")
+    size = 2
+    ids, _ = model.generate(
+        prompt, 16, strategy=strategy, num_beams=3, num_return_sequences=2, seed=5, no_repeat_ngram_size=size
+    )
+    for row in ops.convert_to_numpy(ids).reshape(-1, 16):
+        ngrams = [tuple(row[i : i + size]) for i in range(len(row) - size + 1)]
+        assert len(ngrams) == len(set(ngrams)), row
+
+
+@pytest.mark.parametrize(
+    "argument, value, expected",
+    [
+        ("no_repeat_ngram_size", -1, "no_repeat_ngram_size"),
+        ("no_repeat_ngram_size", 2.5, "no_repeat_ngram_size"),
+        ("repetition_penalty", 0.0, "repetition_penalty"),
+        ("repetition_penalty", float("nan"), "repetition_penalty"),
+        ("suppress_ids", [VOCABULARY], "suppress_ids"),
+        ("suppress_ids", "ab", "suppress_ids"),
+    ],
+)
+def test_bad_controls_fail_early_naming_the_argument(argument, value, expected):
+    with pytest.raises(ValueError, match=expected):
+        tiny_lm().generate(np.array([[1, 2]], "int32"), 6, **{argument: value})
