@@ -69,7 +69,34 @@ def _next_logits(rows, step, settings):
     penalty, ngram_size = settings["repetition_penalty"], settings["no_repeat_ngram_size"]
     logits = repetition_controls.penalise_repetitions(ops.cast(rows["logits"], "float32"), ids, step, penalty)
     logits = _mask_forbidden(logits, step, settings["end_id"], settings["min_length"], settings["suppress_ids"])
-    return repetition_controls.ban_repeated_ngrams(logits, ids, step, ngram_size, _NEG_INF)
+    logits = repetition_controls.ban_repeated_ngrams(logits, ids, step, ngram_size, _NEG_INF)
+    vocabulary = ops.arange(ops.shape(logits)[-1], dtype="int32")
+    if "limit" in rows:  # a row at its length limit (`max_length_ratio`) ends there
+        end_only = ops.where(vocabulary == settings["end_id"], 0.0, _NEG_INF)
+        logits = ops.where((step >= rows["limit"])[:, None], end_only[None], logits)
+    if "prefix" in rows:  # a row within its target prefix takes the prefix's id, at no cost to its score
+        given = ops.take(rows["prefix"], ops.reshape(step, (1,)), axis=1)  # (R, 1), 0 past the prefix
+        logits = ops.where(given > 0, ops.where(vocabulary[None] == given, 0.0, _NEG_INF), logits)
+    return logits
+
+
+def _prefix_rows(target_prefix, copies, max_length):
+    """`(B * copies, max_length)` int32: each row's target prefix at the positions it takes (after the start id),
+    0 elsewhere."""
+    prefix = ops.cast(target_prefix, "int32")
+    width = ops.shape(prefix)[1]
+    prefix = ops.pad(prefix, ((0, 0), (1, max_length - 1 - width)))
+    return ops.repeat(prefix, copies, axis=0)
+
+
+def _row_limits(model, inputs, ratio, copies, max_length):
+    """`(B * copies,)` int32: the position at which each row must write its end id under `max_length_ratio`:
+    after the start id and at most `ceil(ratio * source ids)` ids (at least one). `max_length` (never reached:
+    no limit) where `ratio` is 0, a runtime setting."""
+    sources = ops.sum(ops.cast(model.decoding_input_ids(inputs) != 0, "float32"), axis=1)
+    allowed = ops.maximum(ops.cast(ops.ceil(ratio * sources), "int32"), 1)
+    limits = ops.where(ops.greater(ratio, 0.0), 1 + allowed, max_length)
+    return ops.repeat(ops.cast(limits, "int32"), copies, axis=0)
 
 
 def _is_zero(value):
@@ -148,7 +175,13 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
     logits, cache = advance(token[:, None], rows["cache"], step)
     shape = ops.shape(groups["done"])
     groups = {"scores": ops.reshape(score, shape), "done": ops.reshape(done, shape)}
-    return {"ids": ids, "cache": cache, "logits": logits[:, -1]}, groups
+    return {**_row_constants(rows), "ids": ids, "cache": cache, "logits": logits[:, -1]}, groups
+
+
+def _row_constants(rows):
+    """The rows' entries that stay as they are while decoding (the same for every row of a group): `limit` and
+    `prefix`."""
+    return {name: rows[name] for name in ("limit", "prefix") if name in rows}
 
 
 def _beam_step(advance, reorder, step, rows, groups, settings):
@@ -180,7 +213,10 @@ def _beam_step(advance, reorder, step, rows, groups, settings):
         if settings["early_stopping"]:
             done, scores = _settle(done, scores, lengths, count, alpha)
     token = ops.reshape(token, (-1, 1))
-    new_rows = {"ids": backend.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token)}
+    new_rows = {
+        **_row_constants(rows),
+        "ids": backend.slice_update(ops.take(rows["ids"], rows_kept, axis=0), (0, step), token),
+    }
     if "cache_rows" in rows:
         # Each row's history now lies in its parent's rows; its new entry goes in its own.
         own_rows = ops.arange(batch * num_beams, dtype="int32")[:, None]
@@ -380,6 +416,8 @@ def check_generate_arguments(
     no_repeat_ngram_size=0,
     repetition_penalty=1.0,
     suppress_ids=(),
+    max_length_ratio=0.0,
+    target_prefix=None,
 ):
     owner = _owner(model)
     if not isinstance(early_stopping, (bool, np.bool_)):
@@ -401,6 +439,12 @@ def check_generate_arguments(
         v.fail(owner, "no_repeat_ngram_size", "an integer >= 0 (0: off)", repr(no_repeat_ngram_size))
     if not v.is_number(repetition_penalty) or not 0 < repetition_penalty < math.inf:
         v.fail(owner, "repetition_penalty", "a finite number > 0 (1: off)", repr(repetition_penalty))
+    if not v.is_number(max_length_ratio) or not 0 <= max_length_ratio < math.inf:
+        v.fail(owner, "max_length_ratio", "a finite number >= 0 (0: off)", repr(max_length_ratio))
+    if max_length_ratio and (end_id is None or model._inputs_are_prompts):
+        v.fail(owner, "max_length_ratio", "0 for a language model or without an end_id", repr(max_length_ratio))
+    if target_prefix is not None:
+        _check_target_prefix(model, owner, target_prefix, inputs, max_length)
     if strategy == "beam" and num_return_sequences > num_beams:
         v.fail(owner, "num_return_sequences", f"at most num_beams={num_beams}", num_return_sequences)
     vocabulary_size = model.decoding_vocabulary_size
@@ -420,6 +464,22 @@ def check_generate_arguments(
     v.check_integer_ids(owner, "inputs", inputs)
     v.check_ids_below(owner, "inputs", inputs, model.input_vocabulary_size)
     check_lengths(model, inputs, max_length)
+
+
+def _check_target_prefix(model, owner, target_prefix, inputs, max_length):
+    if model._inputs_are_prompts:
+        v.fail(owner, "target_prefix", "None for a language model (its prompt is the prefix)", "a prefix")
+    v.check_rank(owner, "target_prefix", target_prefix, 2)
+    v.check_integer_ids(owner, "target_prefix", target_prefix)
+    v.check_ids_below(owner, "target_prefix", target_prefix, model.decoding_vocabulary_size)
+    rows, width = target_prefix.shape
+    if rows != inputs.shape[0] or width > max_length - 1:
+        v.fail(
+            owner,
+            "target_prefix",
+            f"(B={inputs.shape[0]}, at most max_length - 1 = {max_length - 1}) ids",
+            f"shape {tuple(target_prefix.shape)}",
+        )
 
 
 def _full_settings(settings):
@@ -471,6 +531,10 @@ def _search_start(model, inputs, seed, max_length, first_window, weights=None, *
     rows = ops.shape(ids)[0]
     batch = rows // copies
     state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1]}
+    if not _is_zero(settings["max_length_ratio"]):
+        state_rows["limit"] = _row_limits(model, inputs, settings["max_length_ratio"], copies, max_length)
+    if settings["target_prefix"] is not None:
+        state_rows["prefix"] = _prefix_rows(settings["target_prefix"], copies, max_length)
     if beam:
         if model.decoding_reads_cache_rows:
             state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, cache_length))
@@ -700,6 +764,8 @@ def generate(
     no_repeat_ngram_size=0,
     repetition_penalty=1.0,
     suppress_ids=(),
+    max_length_ratio=0.0,
+    target_prefix=None,
 ):
     """Decode up to `max_length` ids per row of `inputs`, one cached step per token.
 
@@ -753,6 +819,14 @@ def generate(
             this where positive, multiplied where negative (> 0; 1 changes
             nothing, above 1 discourages repeats).
         suppress_ids: ids never generated (e.g. the unknown token's).
+        max_length_ratio: r > 0 (a seq2seq model, with an `end_id`): a row
+            writes at most `ceil(r * its source ids)` ids (at least one)
+            before its `end_id`, which comes there at the latest; `max_length`
+            still holds. 0: no limit but `max_length`.
+        target_prefix: a seq2seq model's translation prefixes `(B, P)`, ids
+            right-padded with 0 (a row of zeros: none): each row's decoding
+            continues its prefix, which follows the start id in the result.
+            Its ids are given, not chosen: they add nothing to the score.
 
     Returns:
         int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
@@ -771,6 +845,10 @@ def generate(
         inputs = _id_array(model, inputs)
     inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
     ids = model.decoding_input_ids(inputs)
+    if target_prefix is not None:
+        target_prefix = ops.convert_to_tensor(
+            _id_array(model, target_prefix) if isinstance(target_prefix, (list, tuple)) else target_prefix
+        )
     check_generate_arguments(
         model,
         ids,
@@ -790,6 +868,8 @@ def generate(
         no_repeat_ngram_size,
         repetition_penalty,
         suppress_ids,
+        max_length_ratio,
+        target_prefix,
     )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
@@ -809,13 +889,17 @@ def generate(
         no_repeat_ngram_size=int(no_repeat_ngram_size),
         repetition_penalty=float(repetition_penalty),
         suppress_ids=tuple(sorted({int(i) for i in np.ravel(np.asarray(suppress_ids, dtype=object))})),
+        max_length_ratio=float(max_length_ratio),
     )
-    shapes = tuple(tuple(x.shape) for x in keras.tree.flatten(inputs))
+    extra = () if target_prefix is None else (ops.cast(target_prefix, "int32"),)  # an input, not a setting
+    shapes = tuple(tuple(x.shape) for x in keras.tree.flatten((inputs, extra)))
     key = (tuple(sorted(settings.items())), shapes)
-    compiled = model.compiled_decoder(
-        key, lambda: backend.compile_for_inference(model, lambda inputs, seed: decode(model, inputs, seed, **settings))
-    )
-    ids, scores = compiled(inputs, backend.decoding_seed(seed))
+
+    def decoding(inputs, seed, *prefix):
+        return decode(model, inputs, seed, target_prefix=prefix[0] if prefix else None, **settings)
+
+    compiled = model.compiled_decoder(key, lambda: backend.compile_for_inference(model, decoding))
+    ids, scores = compiled(inputs, backend.decoding_seed(seed), *extra)
     if num_return_sequences == 1:
         return ids[:, 0]
     return ids, scores

@@ -308,6 +308,7 @@ RUNTIME_OPTIONS = (
     ("no_repeat_ngram_size", "int32"),
     ("repetition_penalty", "float32"),
     ("disable_unk", "bool"),
+    ("max_length_ratio", "float32"),
 )
 # The largest repetition penalty a call may set: past it every repeat is already all but ruled out.
 MAX_REPETITION_PENALTY = 100.0
@@ -332,13 +333,14 @@ def export_translator(
       GNMT length penalty and `early_stopping` (see `keras_seq.decoding.generate`);
     * `translate_greedy(sentences)`: the most likely id at each step;
     * `translate_options(sentences, beam_size, n_best, length_penalty, min_length,
-      max_length, no_repeat_ngram_size, repetition_penalty, disable_unk)` (scalars of
-      the dtypes of `RUNTIME_OPTIONS`): `beam_size` 1 (greedy) or `num_beams`, `n_best`
+      max_length, no_repeat_ngram_size, repetition_penalty, disable_unk,
+      max_length_ratio)` (scalars of the dtypes of `RUNTIME_OPTIONS`): `beam_size` 1 (greedy) or `num_beams`, `n_best`
       in `[1, beam_size]`, `0 <= min_length <= max_length <= ` the exported
       `max_length`, the lengths counting the start id as `generate`'s do;
       `no_repeat_ngram_size` in `[0, max_length]` and `repetition_penalty` in
       `(0, MAX_REPETITION_PENALTY]` as `generate`'s, `disable_unk` as `generate`'s
-      `suppress_ids=[text.UNKNOWN]`. Returns `{"translations": (B, n_best)
+      `suppress_ids=[text.UNKNOWN]`, `max_length_ratio` >= 0 as `generate`'s (its source
+      ids counted after the cut to `source_length`). Returns `{"translations": (B, n_best)
       strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first:
       `log_probs` is a hypothesis' summed log-probability, `scores` that over the GNMT
       length penalty of its length (the ids it generated, its end id included). The
@@ -410,6 +412,7 @@ def export_translator(
         no_repeat_ngram_size,
         repetition_penalty,
         disable_unk,
+        max_length_ratio,
     ):
         def within(value, low, high, message):  # fails the call with `message` unless low <= value <= high
             return tf.debugging.assert_equal(tf.logical_and(value >= low, value <= high), True, message)
@@ -427,6 +430,11 @@ def export_translator(
                 True,
                 f"repetition_penalty: expected a number in (0, {MAX_REPETITION_PENALTY}]",
             ),
+            tf.debugging.assert_equal(
+                tf.logical_and(max_length_ratio >= 0, max_length_ratio < float("inf")),
+                True,
+                "max_length_ratio: expected a finite number >= 0",
+            ),
         ]
         with tf.control_dependencies(checks):
             ids = source_ids(sentences)
@@ -437,6 +445,7 @@ def export_translator(
             no_repeat_ngram_size=no_repeat_ngram_size,
             repetition_penalty=repetition_penalty,
             suppress_ids=tf.where(disable_unk, [text.UNKNOWN], [0]),  # id 0, padding, is never generated anyway
+            max_length_ratio=max_length_ratio,
         )
         best, scores = tf.cond(
             beam_size == 1,

@@ -239,6 +239,8 @@ OPTION_SETS = [
     dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, no_repeat_ngram_size=1),
     dict(beam_size=3, n_best=3, length_penalty=0.6, min_length=2, max_length=MAX_LENGTH, repetition_penalty=2.5),
     dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, disable_unk=True),
+    dict(beam_size=3, n_best=2, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, max_length_ratio=0.7),
+    dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH, max_length_ratio=0.5),
 ]
 
 
@@ -247,7 +249,13 @@ def with_options(exported, sentences, **options):
     controls off unless given)."""
     import tensorflow as tf
 
-    options = {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0, "disable_unk": False, **options}
+    options = {
+        "no_repeat_ngram_size": 0,
+        "repetition_penalty": 1.0,
+        "disable_unk": False,
+        "max_length_ratio": 0.0,
+        **options,
+    }
     result = exported.translate_options(
         tf.constant(sentences, tf.string),
         *(tf.constant(options[name], dtype) for name, dtype in export.RUNTIME_OPTIONS),
@@ -276,6 +284,7 @@ def test_translate_options_gives_generates_n_best_with_its_scores(translator, op
         no_repeat_ngram_size=options.get("no_repeat_ngram_size", 0),
         repetition_penalty=options.get("repetition_penalty", 1.0),
         suppress_ids=[text.UNKNOWN] if options.get("disable_unk") else [],
+        max_length_ratio=options.get("max_length_ratio", 0.0),
     )
     if beam and n == 1:  # generate gives no scores for one sequence, and its stopping rule depends on n
         assert [row[0] for row in texts] == generated(model, vocabulary, SENTENCES, **settings)
@@ -312,6 +321,7 @@ def test_translate_options_turn_down_options_outside_the_export(translator):
         ({"min_length": 11}, "min_length: expected 0 to max_length"),
         ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size: expected 0 to max_length"),
         ({"repetition_penalty": 0.0}, "repetition_penalty: expected a number in"),
+        ({"max_length_ratio": -0.5}, "max_length_ratio: expected a finite number >= 0"),
     ]:
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             with_options(exported[False], SENTENCES, **{**good, **changed})

@@ -27,6 +27,8 @@ KINDS = {
 }
 # The largest length penalty taken: beyond it the length term swamps the log probabilities it ranks.
 MAX_LENGTH_PENALTY = 10.0
+# The largest max_length_ratio taken: a translation 100 times its source's length is no limit at all.
+MAX_LENGTH_RATIO = 100.0
 
 
 class RequestError(ValueError):
@@ -96,6 +98,7 @@ class TranslateOptions:
     no_repeat_ngram_size: int = 0
     repetition_penalty: float = 1.0
     disable_unk: bool = False
+    max_length_ratio: float = 0.0
 
 
 class SavedModelEngine:
@@ -192,8 +195,10 @@ class SavedModelTranslator(SavedModelEngine):
         if not isinstance(disable_unk, bool):
             raise RequestError(f"disable_unk: expected true or false, got {_shown(disable_unk)}")
         penalty = float(np.float32(penalty))
+        ratio = _number("max_length_ratio", fields.get("max_length_ratio", 0.0), 0.0, MAX_LENGTH_RATIO)
+        ratio = float(np.float32(ratio))
         return TranslateOptions(
-            beam_size, n_best, length_penalty, min_length, max_length, no_repeat, penalty, disable_unk
+            beam_size, n_best, length_penalty, min_length, max_length, no_repeat, penalty, disable_unk, ratio
         )
 
     def warm_up_calls(self, max_batch_sentences, scope="full"):

@@ -426,7 +426,7 @@ def tiny_export(tmp_path_factory):
     return path, loaded, own
 
 
-CONTROLS = {"no_repeat_ngram_size": 1, "repetition_penalty": 1.5, "disable_unk": True}
+CONTROLS = {"no_repeat_ngram_size": 1, "repetition_penalty": 1.5, "disable_unk": True, "max_length_ratio": 0.5}
 
 
 @with_export
@@ -450,7 +450,8 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
 
     halves, health = served(engine, scenario, batch_wait_ms=200)
     assert [status for status, _ in halves] == [200, 200]
-    given = {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0, "disable_unk": False, **controls}
+    given = {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0, "disable_unk": False, "max_length_ratio": 0.0}
+    given.update(controls)
     direct = loaded.translate_options(
         tf.constant(SENTENCES),
         tf.constant(beam_size or 2),
@@ -488,6 +489,7 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
         ({"repetition_penalty": 0}, "repetition_penalty", "expected a number > 0"),
         ({"repetition_penalty": 1e9}, "repetition_penalty", "expected a number in [0.0, 100.0]"),
         ({"disable_unk": "yes"}, "disable_unk", "expected true or false"),
+        ({"max_length_ratio": -1}, "max_length_ratio", "expected a number in [0.0, 100.0]"),
     ],
 )
 def test_a_real_export_refuses_options_outside_what_it_was_compiled_for(tiny_export, options, field, expected):

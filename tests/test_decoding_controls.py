@@ -1,5 +1,6 @@
-"""The repetition penalty, the no-repeat n-gram ban and suppressed ids: against their definitions in NumPy, and
-in `generate` against a step-by-step NumPy decoding of the model's own logits."""
+"""The decoding controls: the repetition penalty, the no-repeat n-gram ban and suppressed ids against their
+definitions in NumPy, and in `generate` against a step-by-step NumPy decoding of the model's own logits; the
+length limit by source length (`max_length_ratio`)."""
 
 import keras
 import numpy as np
@@ -141,3 +142,85 @@ def test_no_ngram_comes_twice_whatever_the_strategy(strategy):
 def test_bad_controls_fail_early_naming_the_argument(argument, value, expected):
     with pytest.raises(ValueError, match=expected):
         tiny_lm().generate(np.array([[1, 2]], "int32"), 6, **{argument: value})
+
+
+def tiny_translator():
+    keras.utils.set_random_seed(6)
+    return ks.models.transformer_seq2seq(
+        VOCABULARY, VOCABULARY, 12, 16, num_layers=1, hidden_dim=16, num_heads=2, intermediate_dim=16, dropout=0.0
+    )
+
+
+SOURCES = np.array([[5, 6, 0, 0, 0, 0], [4, 5, 6, 7, 8, 9], [9, 0, 0, 0, 0, 0]], "int32")
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0, 1.7])
+def test_max_length_ratio_ends_each_row_at_its_own_limit(ratio):
+    """Greedy with the ratio equals greedy without it, cut at each row's limit with the end id written there."""
+    model, end = tiny_translator(), 2
+    free = ops.convert_to_numpy(model.generate(SOURCES, 16, end_id=end, start_id=1, suppress_ids=[end]))
+    limited = ops.convert_to_numpy(
+        model.generate(SOURCES, 16, end_id=end, start_id=1, suppress_ids=[end], max_length_ratio=ratio)
+    )
+    for row, source in enumerate(SOURCES):
+        limit = 1 + max(int(np.ceil(ratio * (source != 0).sum())), 1)
+        expected = np.concatenate([free[row, :limit], [end], np.zeros(16 - limit - 1, "int32")])
+        np.testing.assert_array_equal(limited[row], expected)
+    beams = model.generate(SOURCES, 16, strategy="beam", num_beams=3, end_id=end, max_length_ratio=ratio)
+    lengths = (ops.convert_to_numpy(beams) != 0).sum(axis=1)  # start id, ids, end id
+    assert (lengths <= 2 + np.maximum(np.ceil(ratio * (SOURCES != 0).sum(axis=1)), 1)).all()
+
+
+def test_max_length_ratio_needs_a_seq2seq_model_and_an_end_id():
+    with pytest.raises(ValueError, match="max_length_ratio"):
+        tiny_translator().generate(SOURCES, 8, max_length_ratio=1.0)  # no end_id
+    with pytest.raises(ValueError, match="max_length_ratio"):
+        tiny_lm().generate(np.array([[1, 2]], "int32"), 8, end_id=2, max_length_ratio=1.0)
+    with pytest.raises(ValueError, match="max_length_ratio"):
+        tiny_translator().generate(SOURCES, 8, end_id=2, max_length_ratio=-1.0)
+
+
+def numpy_forced_greedy(model, sources, prefixes, max_length, end):
+    """Greedy decoding by calling the whole model on each prefix of the target: a row takes its target prefix's
+    ids first, then the most likely id (never 0), padding after its end id."""
+    ids = np.ones((len(sources), 1), "int32")
+    for step in range(1, max_length):
+        logits = ops.convert_to_numpy(model({"encoder_inputs": sources, "decoder_inputs": ids}))[:, -1]
+        logits[:, 0] = -np.inf
+        chosen = logits.argmax(-1)
+        given = np.array([row[step - 1] if step - 1 < len(row) else 0 for row in prefixes])
+        chosen = np.where(given > 0, given, chosen)
+        ended = (ids == end).any(axis=1)
+        ids = np.concatenate([ids, np.where(ended, 0, chosen)[:, None].astype("int32")], axis=1)
+    return ids
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_a_target_prefix_is_continued_as_the_model_would_continue_it(kind):
+    model = tiny_translator() if kind == "transformer" else ks.models.rnn_seq2seq(VOCABULARY, VOCABULARY, 8, 8)
+    prefixes = [[7, 3, 3], [], [4]]  # a row without a prefix decodes beside the others
+    padded = np.zeros((3, 3), "int32")
+    for row, prefix in enumerate(prefixes):
+        padded[row, : len(prefix)] = prefix
+    got = ops.convert_to_numpy(model.generate(SOURCES, 10, end_id=2, target_prefix=padded))
+    np.testing.assert_array_equal(got, numpy_forced_greedy(model, SOURCES, prefixes, 10, end=2))
+    np.testing.assert_array_equal(
+        got[1], ops.convert_to_numpy(model.generate(SOURCES[1:2], 10, end_id=2))[0]
+    )  # no prefix: as without one
+    ids, _ = model.generate(
+        SOURCES, 10, strategy="beam", num_beams=3, num_return_sequences=3, end_id=2, target_prefix=padded
+    )
+    for row, prefix in enumerate(prefixes):  # every beam starts with its row's prefix
+        assert (ops.convert_to_numpy(ids)[row, :, 1 : 1 + len(prefix)] == prefix).all()
+
+
+def test_a_bad_target_prefix_fails_early():
+    model = tiny_translator()
+    with pytest.raises(ValueError, match="target_prefix"):
+        model.generate(SOURCES, 4, target_prefix=np.ones((3, 4), "int32"))  # longer than max_length - 1
+    with pytest.raises(ValueError, match="target_prefix"):
+        model.generate(SOURCES, 8, target_prefix=np.ones((2, 2), "int32"))  # not one per source
+    with pytest.raises(ValueError, match="target_prefix"):
+        model.generate(SOURCES, 8, target_prefix=np.full((3, 2), VOCABULARY, "int32"))
+    with pytest.raises(ValueError, match="target_prefix"):
+        tiny_lm().generate(np.array([[1, 2]], "int32"), 8, target_prefix=np.ones((1, 2), "int32"))
