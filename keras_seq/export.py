@@ -108,12 +108,19 @@ def _few_shapes(ids, source_length, least_rows=1):
     """
     import tensorflow as tf
 
-    batch = tf.shape(ids)[0]
     width = tf.maximum(tf.reduce_max(_lengths(ids)), 0)  # an empty batch's maximum is int32's least
-    ids = tf.concat([ids[:, :width], tf.zeros([1 - tf.minimum(batch, 1), width], ids.dtype)], axis=0)
-    rows = _size_at_least(tf.maximum(batch, least_rows))
-    ids = tf.pad(ids, [[0, 0], [0, _padded_width(width, source_length) - width]])
-    return tf.gather(ids, tf.range(rows) % tf.shape(ids)[0])
+    ids = tf.pad(ids[:, :width], [[0, 0], [0, _padded_width(width, source_length) - width]])
+    return _few_rows(ids, least_rows)
+
+
+def _few_rows(x, least_rows=1):
+    """`x` `(B, W)` with its rows repeated to a row count of `_size_at_least(max(B, least_rows))` (an empty `x`:
+    rows of zeros): `_few_shapes`' rows, for a tensor with one row per sentence."""
+    import tensorflow as tf
+
+    batch = tf.shape(x)[0]
+    x = tf.concat([x, tf.zeros([1 - tf.minimum(batch, 1), tf.shape(x)[1]], x.dtype)], axis=0)
+    return tf.gather(x, tf.range(_size_at_least(tf.maximum(batch, least_rows))) % tf.shape(x)[0])
 
 
 def _padded_width(width, source_length):
@@ -129,8 +136,14 @@ def _alone(ids, source_length, least_rows):
     import tensorflow as tf
 
     width = tf.shape(ids)[1]
-    row = tf.pad(ids, [[0, 1 - tf.shape(ids)[0]], [0, _padded_width(width, source_length) - width]])
-    return tf.tile(row, [least_rows, 1])
+    return _alone_rows(tf.pad(ids, [[0, 0], [0, _padded_width(width, source_length) - width]]), least_rows)
+
+
+def _alone_rows(x, least_rows):
+    """`_alone`'s rows of `x` `(B, W)`, B <= 1: its row (zeros for none) `least_rows` times."""
+    import tensorflow as tf
+
+    return tf.tile(tf.pad(x, [[0, 1 - tf.shape(x)[0]], [0, 0]]), [least_rows, 1])
 
 
 DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended sentences
@@ -139,6 +152,13 @@ DROP_EVERY = 4  # decoding steps per XLA call, between two drops of the ended se
 GREEDY_LEAST_ROWS = 2
 # A batch of SPLIT_FROM sentences or more is decoded as PARTS parts at once (see export_translator).
 SPLIT_FROM, PARTS = 16, 4
+# The options given per sentence, one row each (`decoding.decode`'s names): they follow the sentences' rows.
+PER_SENTENCE_OPTIONS = ("target_prefix",)
+
+
+def _per_sentence(options, rows_of):
+    """`options` with `rows_of(x)` in place of each per-sentence option `x` (`PER_SENTENCE_OPTIONS`)."""
+    return {name: rows_of(x) if name in PER_SENTENCE_OPTIONS else x for name, x in options.items()}
 
 
 def _window_at_least(model, count, max_length):
@@ -205,6 +225,7 @@ class _DroppingDecoder:
         limit = options.get("length_limit", max_length)
         state = self.start(ids, options)
         copies = state["groups"]["done"].shape[1]
+        stepping = {name: x for name, x in options.items() if name not in PER_SENTENCE_OPTIONS}  # read at the start
 
         def results(state):  # what `search_result` reads
             groups = {name: x for name, x in state["groups"].items() if name != "done"}
@@ -219,7 +240,7 @@ class _DroppingDecoder:
             to_window_end = _window_at_least(model, state["step"] + 1, max_length)
             stop = tf.where(sentences > 1, tf.minimum(state["step"] + DROP_EVERY, max_length), to_window_end)
             state = decoding.resize_cache(model, state, _window_at_least(model, stop, max_length))
-            stepped, order, unfinished = self.steps(state, stop, options)
+            stepped, order, unfinished = self.steps(state, stop, stepping)
             state = decoding.join_context(stepped, decoding.split_context(state)[1])
             news = results(state)
             outputs = {name: tf.tensor_scatter_nd_update(x, origin[:, None], news[name]) for name, x in outputs.items()}
@@ -266,27 +287,42 @@ def _best_by_route(decoder, source_length, least_rows):
     import tensorflow as tf
 
     def decode(ids, options):  # two sentences or more
-        best, scores = decoder(_few_shapes(ids, source_length, least_rows), options)
+        rows = _per_sentence(options, lambda x: _few_rows(x, least_rows))
+        best, scores = decoder(_few_shapes(ids, source_length, least_rows), rows)
         return best[: tf.shape(ids)[0]], scores[: tf.shape(ids)[0]]
 
     def in_parts(ids, options):
         order = tf.argsort(_lengths(ids), direction="DESCENDING", stable=True)
-        ids = tf.gather(ids, order)
+        ids, options = tf.gather(ids, order), _per_sentence(options, lambda x: tf.gather(x, order))
         size = (tf.shape(ids)[0] + PARTS - 1) // PARTS
-        parts = [decode_once(ids[part * size : (part + 1) * size], options) for part in range(PARTS)]
+        parts = [
+            decode_once(
+                ids[start : start + size], _per_sentence(options, lambda x, start=start: x[start : start + size])
+            )
+            for start in (part * size for part in range(PARTS))
+        ]
         back = tf.math.invert_permutation(order)
         return tuple(tf.gather(tf.concat(outputs, axis=0), back) for outputs in zip(*parts))
 
     def alone(ids, options):
-        best, scores = decoder.whole(_alone(ids, source_length, least_rows), options)
+        rows = _per_sentence(options, lambda x: _alone_rows(x, least_rows))
+        best, scores = decoder.whole(_alone(ids, source_length, least_rows), rows)
         return best[: tf.shape(ids)[0]], scores[: tf.shape(ids)[0]]
 
     traced = {}  # per set of options: traced once, called by the batch's path and by each part
 
+    def spec(name, x):  # a per-sentence option's rows and width vary between calls
+        x = tf.convert_to_tensor(x)
+        return (
+            tf.TensorSpec([None] * x.shape.rank, x.dtype)
+            if name in PER_SENTENCE_OPTIONS
+            else tf.TensorSpec.from_tensor(x)
+        )
+
     def decode_once(ids, options):
         key = tuple(sorted(options))
         if key not in traced:
-            specs = {name: tf.TensorSpec.from_tensor(tf.convert_to_tensor(x)) for name, x in options.items()}
+            specs = {name: spec(name, x) for name, x in options.items()}
             signature = [tf.TensorSpec([None, None], tf.int32), specs]
             traced[key] = tf.function(decode, autograph=False, input_signature=signature)
         return traced[key](ids, options)
@@ -340,7 +376,9 @@ def export_translator(
       `no_repeat_ngram_size` in `[0, max_length]` and `repetition_penalty` in
       `(0, MAX_REPETITION_PENALTY]` as `generate`'s, `disable_unk` as `generate`'s
       `suppress_ids=[text.UNKNOWN]`, `max_length_ratio` >= 0 as `generate`'s (its source
-      ids counted after the cut to `source_length`). Returns `{"translations": (B, n_best)
+      ids counted after the cut to `source_length`); and `target_prefix` `(B,)` strings, each
+      sentence's translation prefix ("" for none), continued as `generate`'s `target_prefix`
+      continues its ids (the translation begins with it). Returns `{"translations": (B, n_best)
       strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first:
       `log_probs` is a hypothesis' summed log-probability, `scores` that over the GNMT
       length penalty of its length (the ids it generated, its end id included). The
@@ -389,6 +427,10 @@ def export_translator(
     def source_ids(sentences):
         return source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
 
+    def target_ids(prefixes):  # (B,) strings -> (B, max_length - 1) ids, 0 after each: one shape for every call
+        ids = target_vocabulary.encode(prefixes, table=module.target_table)[:, : max_length - 1]
+        return ids.to_tensor(shape=[None, max_length - 1])
+
     def strings(ids):  # (B, n, L) -> (B, n)
         decoded = target_vocabulary.decode(tf.reshape(ids, (-1, max_length)), table=module.target_table)
         return tf.reshape(decoded, tf.shape(ids)[:2])
@@ -413,6 +455,7 @@ def export_translator(
         repetition_penalty,
         disable_unk,
         max_length_ratio,
+        target_prefix,
     ):
         def within(value, low, high, message):  # fails the call with `message` unless low <= value <= high
             return tf.debugging.assert_equal(tf.logical_and(value >= low, value <= high), True, message)
@@ -435,6 +478,9 @@ def export_translator(
                 True,
                 "max_length_ratio: expected a finite number >= 0",
             ),
+            tf.debugging.assert_equal(
+                tf.shape(target_prefix)[0], tf.shape(sentences)[0], "target_prefix: expected one per sentence"
+            ),
         ]
         with tf.control_dependencies(checks):
             ids = source_ids(sentences)
@@ -446,6 +492,7 @@ def export_translator(
             repetition_penalty=repetition_penalty,
             suppress_ids=tf.where(disable_unk, [text.UNKNOWN], [0]),  # id 0, padding, is never generated anyway
             max_length_ratio=max_length_ratio,
+            target_prefix=target_ids(target_prefix),
         )
         best, scores = tf.cond(
             beam_size == 1,
@@ -462,6 +509,7 @@ def export_translator(
         input_signature=[
             tf.TensorSpec([None], tf.string, name="sentences"),
             *(tf.TensorSpec([], dtype, name=name) for name, dtype in RUNTIME_OPTIONS),
+            tf.TensorSpec([None], tf.string, name="target_prefix"),
         ],
     )
     _save(module, path, fixed("translate", beam_best), fixed("translate_greedy", greedy_best), options_signature)

@@ -256,9 +256,11 @@ def with_options(exported, sentences, **options):
         "max_length_ratio": 0.0,
         **options,
     }
+    prefixes = options.pop("target_prefix", [""] * len(sentences))
     result = exported.translate_options(
         tf.constant(sentences, tf.string),
         *(tf.constant(options[name], dtype) for name, dtype in export.RUNTIME_OPTIONS),
+        tf.constant(prefixes, tf.string),
     )
     texts = [[s.decode() for s in row] for row in result["translations"].numpy()]
     return texts, result["scores"].numpy(), result["log_probs"].numpy()
@@ -326,3 +328,37 @@ def test_translate_options_turn_down_options_outside_the_export(translator):
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             with_options(exported[False], SENTENCES, **{**good, **changed})
     assert int(exported[False].num_beams.numpy()) == 3 and int(exported[False].max_length.numpy()) == MAX_LENGTH
+
+
+PREFIXES = ["w5 w6", "", "w7", "", "w1 w1 w1"]
+
+
+@pytest.mark.parametrize("beam_size, n_best", [(3, 2), (1, 1)])
+def test_translate_options_continue_each_sentences_target_prefix_as_generate(translator, beam_size, n_best):
+    """Sentences with and without a prefix in one call: each gets `generate`'s continuation of its prefix, alone or
+    in any batch."""
+    model, vocabulary, exported = translator
+    options = dict(beam_size=beam_size, n_best=n_best, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH)
+    texts = with_options(exported[False], SENTENCES, target_prefix=PREFIXES, **options)[0]
+    ids = vocabulary.encode(SENTENCES)[:, :SOURCE_LENGTH].to_tensor(shape=[None, SOURCE_LENGTH]).numpy()
+    prefix_ids = vocabulary.encode(PREFIXES).to_tensor().numpy()
+    settings = dict(end_id=text.END, start_id=text.START, target_prefix=prefix_ids)
+    if beam_size > 1:
+        best, _ = model.generate(ids, MAX_LENGTH, strategy="beam", num_beams=3, num_return_sequences=n_best, **settings)
+    else:
+        best = model.generate(ids, MAX_LENGTH, **settings)[:, None]
+    expected = [[s.decode() for s in vocabulary.decode(row).numpy()] for row in keras.ops.convert_to_numpy(best)]
+    assert texts == expected
+    assert all(t.startswith(prefix) for row, prefix in zip(texts, PREFIXES) for t in row)
+    alone = [
+        with_options(exported[False], [s], target_prefix=[p], **options)[0][0] for s, p in zip(SENTENCES, PREFIXES)
+    ]
+    assert alone == texts
+    assert with_options(exported[False], SENTENCES * 4, target_prefix=PREFIXES * 4, **options)[0] == texts * 4
+
+
+def test_translate_options_want_one_target_prefix_per_sentence(translator):
+    import tensorflow as tf
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="target_prefix: expected one per sentence"):
+        with_options(translator[2][False], SENTENCES, target_prefix=["w1"], **OPTION_SETS[0])

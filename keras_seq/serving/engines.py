@@ -86,6 +86,16 @@ def _argument_names(loaded, signature):
     return set(inspect.signature(getattr(loaded, signature)).parameters)
 
 
+class Sentence(str):
+    """A sentence to translate, whose translation must begin with `target_prefix` ("" for none): a request's
+    per-sentence field rides on its sentence through the batcher."""
+
+    def __new__(cls, sentence, target_prefix=""):
+        made = super().__new__(cls, sentence)
+        made.target_prefix = target_prefix
+        return made
+
+
 @dataclasses.dataclass(frozen=True)
 class TranslateOptions:
     """The decoding options of a translation request, as the engine takes them (None: the export's own)."""
@@ -105,6 +115,7 @@ class SavedModelEngine:
     """A loaded export with one signature: `kind`, the `route` it answers and its request's `input_field`."""
 
     option_fields = ()
+    per_sentence_fields = ()  # request fields with one entry per sentence
 
     def __init__(self, loaded, signature):
         self.loaded = loaded
@@ -164,6 +175,7 @@ class SavedModelTranslator(SavedModelEngine):
         super().__init__(loaded, "translate")
         taken = _argument_names(loaded, "translate_options")
         self.option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS if name in taken)
+        self.per_sentence_fields = ("target_prefix",) if "target_prefix" in taken else ()
         self.num_beams = int(loaded.num_beams.numpy())
         self.max_length = int(loaded.max_length.numpy())
         self.length_penalty = float(loaded.length_penalty.numpy())
@@ -230,6 +242,8 @@ class SavedModelTranslator(SavedModelEngine):
             for name, dtype in export.RUNTIME_OPTIONS
             if name in self.option_fields
         )
+        if self.per_sentence_fields:
+            arguments = (*arguments, tf.constant([getattr(s, "target_prefix", "") for s in sentences], tf.string))
         outputs = self._call(self.loaded.translate_options, sentences, *arguments)
         texts, scores, log_probs = (outputs[name].numpy() for name in ("translations", "scores", "log_probs"))
         return [

@@ -10,7 +10,8 @@ with an `error:` line, status 2.)
 Routes, by the export's kind (a route of another kind answers 404):
 
 - `POST /v1/translate` `{"sentences": [...], "beam_size", "n_best", "length_penalty", "min_length",
-  "max_length", "no_repeat_ngram_size", "repetition_penalty", "disable_unk"}` (options optional; see
+  "max_length", "no_repeat_ngram_size", "repetition_penalty", "disable_unk", "max_length_ratio",
+  "target_prefix": [one string per sentence]}` (options optional; see
   `engines.SavedModelTranslator` for what an export takes) ->
   `{"results": [{"translations": [{"text", "score", "log_prob"}, ...n_best]}, ...one per sentence]}`;
 - `POST /v1/classify` `{"texts": [...]}` -> `{"results": [{"label", "probabilities"}, ...]}`;
@@ -196,11 +197,13 @@ def _decode_handler(route):
                 status=404,
             )
         fields = await _json_object(request)
-        unknown = sorted(set(fields) - {engine.input_field, *engine.option_fields})
+        known = [engine.input_field, *engine.option_fields, *engine.per_sentence_fields]
+        unknown = sorted(set(fields) - set(known))
         if unknown:
-            expected = ", ".join([engine.input_field, *engine.option_fields])
-            raise engines.RequestError(f"unknown fields: {', '.join(unknown)}; expected some of {expected}")
+            raise engines.RequestError(f"unknown fields: {', '.join(unknown)}; expected some of {', '.join(known)}")
         strings = _strings(engine.input_field, fields.get(engine.input_field), request.app[LIMITS])
+        if fields.get("target_prefix") is not None:
+            strings = _with_prefixes(strings, fields["target_prefix"], request.app[LIMITS])
         request[SENTENCES] = len(strings)
         options = engine.parse_options({name: fields[name] for name in engine.option_fields if name in fields})
         try:
@@ -245,6 +248,16 @@ async def _json_object(request):
 def _json_type(value):
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")
+
+
+def _with_prefixes(sentences, prefixes, limits):
+    """`sentences` as `engines.Sentence`s with their `target_prefix` field: one string per sentence."""
+    prefixes = _strings("target_prefix", prefixes, limits)
+    if len(prefixes) != len(sentences):
+        raise engines.RequestError(
+            f"target_prefix: expected one string per sentence ({len(sentences)}), got {len(prefixes)}"
+        )
+    return [engines.Sentence(sentence, prefix) for sentence, prefix in zip(sentences, prefixes)]
 
 
 def _strings(field, value, limits):

@@ -66,7 +66,7 @@ class PhrasebookEngine:
     the alignment a list per target word of weights over the source words, as an aligning export would give it."""
 
     kind, route, input_field, signatures = "translate", "translate", "sentences", ("translate",)
-    option_fields = ("beam_size", "n_best")
+    option_fields, per_sentence_fields = ("beam_size", "n_best"), ()
 
     def __init__(self, phrasebook):
         self.phrasebook = phrasebook

@@ -429,9 +429,15 @@ def tiny_export(tmp_path_factory):
 CONTROLS = {"no_repeat_ngram_size": 1, "repetition_penalty": 1.5, "disable_unk": True, "max_length_ratio": 0.5}
 
 
+PREFIXES = ["w5", "", "w7 w7", "", "w2"]
+
+
 @with_export
-@pytest.mark.parametrize("beam_size, n_best, controls", [(None, 1, {}), (2, 2, {}), (1, 1, {}), (2, 2, CONTROLS)])
-def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam_size, n_best, controls):
+@pytest.mark.parametrize(
+    "beam_size, n_best, controls, prefixes",
+    [(None, 1, {}, None), (2, 2, {}, None), (1, 1, {}, None), (2, 2, CONTROLS, None), (2, 2, {}, PREFIXES)],
+)
+def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam_size, n_best, controls, prefixes):
     """Served in two requests batched together, the sentences get what one direct call of the export's
     `translate_options` gives them, with the export's own settings where the request leaves them out."""
     import tensorflow as tf
@@ -442,9 +448,10 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
     request = {"n_best": n_best, **controls, **({} if beam_size is None else {"beam_size": beam_size})}
 
     async def scenario(client):
-        halves = await asyncio.gather(
-            post(client, {**request, "sentences": SENTENCES[:2]}), post(client, {**request, "sentences": SENTENCES[2:]})
-        )
+        halves = [{**request, "sentences": SENTENCES[:2]}, {**request, "sentences": SENTENCES[2:]}]
+        if prefixes is not None:  # one string per sentence, in each request
+            halves[0]["target_prefix"], halves[1]["target_prefix"] = prefixes[:2], prefixes[2:]
+        halves = await asyncio.gather(*(post(client, half) for half in halves))
         async with client.get("/health") as response:
             return halves, await response.json()
 
@@ -460,6 +467,7 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
         0,
         8,
         *(tf.constant(given[name], dtype) for name, dtype in export.RUNTIME_OPTIONS[5:]),
+        tf.constant(prefixes or [""] * len(SENTENCES)),
     )
     expected = [[t.decode() for t in row] for row in direct["translations"].numpy()]
     results = halves[0][1]["results"] + halves[1][1]["results"]
@@ -468,6 +476,8 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
     log_probs = [[t["log_prob"] for t in r["translations"]] for r in results]
     np.testing.assert_allclose(scores, direct["scores"].numpy(), rtol=1e-5)
     np.testing.assert_allclose(log_probs, direct["log_probs"].numpy(), rtol=1e-5)
+    if prefixes is not None:
+        assert all(t.startswith(prefix) for row, prefix in zip(expected, prefixes) for t in row)
     if controls:  # a 1-gram ban: no word twice in a translation
         assert all(len(set(t.split())) == len(t.split()) for row in expected for t in row)
     if beam_size is None:
@@ -489,6 +499,8 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
         ({"repetition_penalty": 0}, "repetition_penalty", "expected a number > 0"),
         ({"repetition_penalty": 1e9}, "repetition_penalty", "expected a number in [0.0, 100.0]"),
         ({"disable_unk": "yes"}, "disable_unk", "expected true or false"),
+        ({"target_prefix": ["w1", "w2"]}, "target_prefix", "expected one string per sentence (1), got 2"),
+        ({"target_prefix": "w1"}, "target_prefix", "expected a list of 1 to"),
         ({"max_length_ratio": -1}, "max_length_ratio", "expected a number in [0.0, 100.0]"),
     ],
 )
