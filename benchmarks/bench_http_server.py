@@ -42,6 +42,9 @@ the two ratios the acceptance needs, server sentences/s over the offline batch-6
 table of the bad requests; `--json PATH` writes every figure. Exit status 1 when a request
 of the load failed, a bad request got no 4xx JSON error, /health did not answer after them or
 the server did not exit with 0 on SIGTERM (the two targets are reported, not enforced).
+With `--ctranslate2 DIR` (the model's CTranslate2 conversion, `translate --export-ctranslate2`),
+the same untimed pass, timed load and lone client then run against a second server with
+`--engine ctranslate2`, reported beside the first.
 
     KERAS_BACKEND=tensorflow TF_CPP_MIN_LOG_LEVEL=3 .tox/tensorflow/bin/python benchmarks/bench_http_server.py \\
         --export runs/translate/export --clients 64 --seconds 60 --json bench_http_server.json
@@ -125,6 +128,12 @@ def parse():
         "--warm-up",
         choices=("full", "beam", "none"),
         help="the server's --warm-up (default: the server's own): the shapes it compiles before its first request",
+    )
+    parser.add_argument(
+        "--ctranslate2",
+        metavar="DIR",
+        help="also serve this CTranslate2 conversion of the export's model (translate --export-ctranslate2) "
+        "behind the same server (--engine ctranslate2) and load it alike",
     )
     parser.add_argument("--json", metavar="PATH", help="write every figure to this JSON file")
     args = parser.parse_args()
@@ -287,7 +296,7 @@ def get_health(url, timeout=10):
 class Server:
     """`python -m recipes.serve EXPORT` on a free port, its stderr (the access log) in a temporary file."""
 
-    def __init__(self, export, batch_wait_ms, max_batch_sentences, warm_up=None):
+    def __init__(self, export, batch_wait_ms, max_batch_sentences, warm_up=None, engine="savedmodel"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [
@@ -304,6 +313,8 @@ class Server:
             "--max-batch-sentences",
             str(max_batch_sentences),
             *(["--warm-up", warm_up] if warm_up else []),
+            "--engine",
+            engine,
         ]
         self.log = tempfile.TemporaryFile("w+", prefix="bench_http_server-log-")
         started, self.listening_seconds = time.monotonic(), None
@@ -532,6 +543,23 @@ def serve_and_measure(args, export, sentences, lone):
     return result
 
 
+def serve_ctranslate2_and_measure(args, sentences, lone):
+    """The same untimed pass, timed load and lone client against the server's CTranslate2 engine."""
+    server = Server(args.ctranslate2, args.batch_wait_ms, args.max_batch_sentences, engine="ctranslate2")
+    try:
+        print(f"server (ctranslate2): up in {server.startup_seconds} s; load ...", file=sys.stderr, flush=True)
+        asyncio.run(load(server.url, sentences, args.clients))
+        result = {"startup_seconds": server.startup_seconds, "rss_mib": {"started": server.rss()}}
+        result["load"] = asyncio.run(load(server.url, sentences, args.clients, args.seconds))
+        result["lone"] = asyncio.run(lone_client(server.url, lone))
+        result["rss_mib"]["after_load"] = server.rss()
+        result["exit_code"] = server.terminate()
+    finally:
+        server.stop()
+        server.log.close()
+    return result
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The report.
 
@@ -543,7 +571,7 @@ def tensorflow_version():
         return "not installed"
 
 
-def report(args, settings, offline_result, served):
+def report(args, settings, offline_result, served, ctranslate2=None):
     load, lone = served["load"], served["lone"]
     direct = offline_result["lone_latency_ms"]
     throughput_ratio = load["sentences_per_second"] / offline_result["sentences_per_second"]
@@ -630,6 +658,22 @@ def report(args, settings, offline_result, served):
         ],
         ["exit status on SIGTERM", str(served["exit_code"]), passed(checks["exit_code_0"])],
     ]
+    if ctranslate2 is not None:
+        checks["ctranslate2_no_failed_requests"] = ctranslate2["load"]["failed_requests"] == 0
+        rows += [
+            [
+                f"server, CTranslate2 engine, {ctranslate2['load']['clients']} clients",
+                f"{ctranslate2['load']['sentences_per_second']:.1f} sentences/s",
+                f"{ctranslate2['load']['requests']} requests, {ctranslate2['load']['failed_requests']} failed; "
+                f"p50 / p99 / max {ms(ctranslate2['load']['latency_ms'])} ms",
+            ],
+            [
+                "server, CTranslate2 engine, 1 client: p50 / p99 / max ms",
+                ms(ctranslate2["lone"]["latency_ms"]),
+                f"ready in {ctranslate2['startup_seconds']:.1f} s; VmRSS {ctranslate2['rss_mib']['started']} → "
+                f"{ctranslate2['rss_mib']['after_load']} MiB; exit status {ctranslate2['exit_code']}",
+            ],
+        ]
     print()
     print(
         f"{settings['date']}, commit {settings['commit']}, {settings['cpu']}, TensorFlow {settings['tensorflow']}; "
@@ -687,8 +731,9 @@ def main():
         }
         offline_result = offline(export, sentences, lone, args.offline_seconds)
         served = serve_and_measure(args, export, sentences, lone)
-    outcome = report(args, settings, offline_result, served)
-    record = {"settings": settings, "offline": offline_result, "server": served, **outcome}
+        ctranslate2 = serve_ctranslate2_and_measure(args, sentences, lone) if args.ctranslate2 else None
+    outcome = report(args, settings, offline_result, served, ctranslate2)
+    record = {"settings": settings, "offline": offline_result, "server": served, "ctranslate2": ctranslate2, **outcome}
     if args.json:
         Path(args.json).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     if not all(outcome["checks"].values()):

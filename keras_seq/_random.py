@@ -40,10 +40,35 @@ def uniform(shape, seed, step):
     `(k + 0.5) / 2**23` for the top 23 bits `k` of each element's hash, exact in
     float32, so neither 0 nor 1 comes out (the Gumbel trick takes `log(-log(u))`).
     """
-    key = _mix(ops.bitwise_xor(_mix(ops.cast(step, "int32") + _STEP_OFFSET), ops.cast(seed, "int32")))
+    key = _key(seed, step)
     index = 0  # each element's row-major position; sizes may be traced (an unknown batch)
     for axis, size in enumerate(shape):
         positions = ops.reshape(ops.arange(size, dtype="int32"), [-1 if a == axis else 1 for a in range(len(shape))])
         index = index * ops.cast(size, "int32") + positions
     bits = _mix(ops.bitwise_xor(_mix(index + key), key))
+    return (ops.cast(_logical_right_shift(bits, 9), "float32") + 0.5) / float(1 << 23)
+
+
+def _key(seed, step):
+    return _mix(ops.bitwise_xor(_mix(ops.cast(step, "int32") + _STEP_OFFSET), ops.cast(seed, "int32")))
+
+
+def row_keys(ids, copies):
+    """int32 `(B * copies,)`: a key per row of a decoding, from its input ids `(B, L)` and its copy (`copies` rows
+    per input row, one after another): each id hashed with its position, padding (id 0) left out, so a row's key
+    is the same whatever its padded width and whatever rows lie beside it."""
+    ids = ops.cast(ids, "int32")
+    positions = ops.arange(ops.shape(ids)[1], dtype="int32")[None]
+    hashed = ops.where(ids != 0, _mix(ops.bitwise_xor(_mix(positions + _STEP_OFFSET), ids)), 0)
+    per_input = _mix(ops.cast(ops.sum(hashed, axis=1), "int32"))  # int32 sums wrap alike on every backend
+    copy = _mix(ops.arange(copies, dtype="int32") + _ROUND_2)
+    return ops.reshape(ops.bitwise_xor(per_input[:, None], copy[None]), (-1,))
+
+
+def uniform_by_row(shape, seed, step, keys):
+    """float32 noise `(R, V)` in (0, 1) as `uniform` draws it, fixed by `seed`, `step` and each row's int32 key
+    (`keys` `(R,)`, from `row_keys`) instead of the row's place: a sentence samples alike alone or in any batch."""
+    row = _mix(ops.bitwise_xor(ops.cast(keys, "int32"), _key(seed, step)))[:, None]
+    index = ops.arange(shape[1], dtype="int32")[None]
+    bits = _mix(ops.bitwise_xor(_mix(index + row), row))
     return (ops.cast(_logical_right_shift(bits, 9), "float32") + 0.5) / float(1 << 23)

@@ -29,6 +29,12 @@ def is_number(value):
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
+def is_known_zero(value):
+    """Whether `value` is a number known to be 0 while tracing: a Python or NumPy 0 (a tensor, a setting given at
+    run time, never is), so the work it would switch off can be left out of the program."""
+    return is_number(value) and value == 0
+
+
 def check_positive_int(owner, argument, value):
     if not is_integer(value) or value < 1:
         fail(owner, argument, "a positive integer", repr(value))

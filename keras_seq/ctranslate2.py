@@ -39,6 +39,7 @@ options; shared or tied matrices are stored once.
 """
 
 import collections
+import json
 import os
 
 import keras
@@ -65,7 +66,13 @@ def _import_ctranslate2():
     return ctranslate2
 
 
-def export_ctranslate2(model, source_vocabulary, target_vocabulary, path, quantization=None):
+# The file of a converted folder telling a server how to tokenize and decode (`keras_seq.serving.ctranslate2_engine`).
+SERVING_FILE = "keras_seq_serving.json"
+
+
+def export_ctranslate2(
+    model, source_vocabulary, target_vocabulary, path, quantization=None, num_beams=4, length_penalty=1.0
+):
     """Write `model` (a `TransformerSeq2Seq`) as a CTranslate2 model folder at `path`, its weights unchanged.
 
     Every weight goes into a `ctranslate2.specs.TransformerSpec`, so the folder serves
@@ -88,6 +95,10 @@ def export_ctranslate2(model, source_vocabulary, target_vocabulary, path, quanti
         quantization: None (float32), or a CTranslate2 weight type: `int8`,
             `int8_float32`, `int8_float16`, `int8_bfloat16`, `int16`, `float16`,
             `bfloat16`, `float32` (https://opennmt.net/CTranslate2/quantization.html).
+        num_beams, length_penalty: the beam size and CTranslate2 length penalty
+            (`log P / length ** length_penalty`) a server of the folder decodes
+            with by default, written with the model's lengths and lowercasing to
+            `SERVING_FILE` (`python -m recipes.serve PATH --engine ctranslate2`).
 
     Returns:
         `path`.
@@ -131,6 +142,16 @@ def export_ctranslate2(model, source_vocabulary, target_vocabulary, path, quanti
         os.makedirs(temporary)
         spec.save(temporary)
         _write_sentencepiece_models(temporary, source_vocabulary, target_vocabulary)
+        source_length, max_length = model.decoding_length_limits
+        serving = dict(
+            source_length=source_length,
+            max_length=max_length,
+            lowercase=bool(getattr(source_vocabulary, "lowercase", False)),
+            num_beams=v.check_positive_int(OWNER, "num_beams", num_beams),
+            length_penalty=float(length_penalty),
+        )
+        with open(os.path.join(temporary, SERVING_FILE), "w", encoding="utf-8") as f:
+            json.dump(serving, f, indent=1)
     return path
 
 

@@ -33,7 +33,7 @@ from keras_seq import _random, backend, repetition_controls
 from keras_seq import _validation as v
 from keras_seq import decoding_contract as contract
 
-STRATEGIES = ("greedy", "sample", "top_k", "top_p", "beam")
+STRATEGIES = ("greedy", "sample", "top_k", "top_p", "top_k_top_p", "beam")
 _NEG_INF = -1e9
 _LOWEST = -3.0e38  # below any penalised score, _NEG_INF ones included
 
@@ -53,7 +53,7 @@ def _mask_forbidden(logits, step, end_id, min_length, suppress_ids=()):
     """
     ids = ops.arange(ops.shape(logits)[-1])
     forbidden = ids == 0
-    if end_id is not None and not _is_zero(min_length):
+    if end_id is not None and not v.is_known_zero(min_length):
         forbidden = ops.logical_or(forbidden, ops.logical_and(ids == end_id, step < min_length))
     if not isinstance(suppress_ids, tuple) or suppress_ids:
         suppressed = ops.convert_to_tensor(suppress_ids, "int32")
@@ -99,11 +99,6 @@ def _row_limits(model, inputs, ratio, copies, max_length):
     return ops.repeat(ops.cast(limits, "int32"), copies, axis=0)
 
 
-def _is_zero(value):
-    """Whether `value` is the Python number 0 (a tensor, a runtime setting, is never known to be)."""
-    return isinstance(value, (int, float)) and value == 0
-
-
 def _argmax(logits):
     """The first id of the largest logit, `(B, V) -> (B,)` int32, by a max and a min.
 
@@ -117,43 +112,65 @@ def _argmax(logits):
     return ops.min(ops.where(logits == best, ids, vocabulary_size - 1), axis=-1)
 
 
-def _gumbel_argmax(logits, seed, step):
-    """A draw from softmax(logits) by the Gumbel-max trick, the same per (seed, step) on every backend."""
-    noise = _random.uniform(ops.shape(logits), seed, step)
+def _gumbel_argmax(logits, seed, step, keys):
+    """A draw from softmax(logits) by the Gumbel-max trick, fixed by (seed, step) and each row's key (`keys` from
+    `_random.row_keys`: a sentence draws alike alone or in any batch), the same on every backend."""
+    noise = _random.uniform_by_row(ops.shape(logits), seed, step, keys)
     return _argmax(logits - ops.log(-ops.log(noise)))
 
 
 def _keep_top_k(logits, k):
-    kth = ops.top_k(logits, min(k, logits.shape[-1]), sorted=True)[0][:, -1:]  # k past V keeps every id
+    """`logits` with all but the `k` largest of each row at `_NEG_INF`: `k` a Python int (past V keeps every id)
+    or an int32 scalar set at run time (0 keeps every id)."""
+    if v.is_number(k):
+        kth = ops.top_k(logits, int(min(k, logits.shape[-1])), sorted=True)[0][:, -1:]
+    else:
+        vocabulary_size = ops.shape(logits)[-1]
+        ranked = ops.top_k(logits, vocabulary_size, sorted=True)[0]
+        place = ops.clip(k - 1, 0, vocabulary_size - 1)
+        kth = ops.where(k > 0, ops.take(ranked, ops.reshape(place, (1,)), axis=1), _LOWEST)
     return ops.where(logits < kth, _NEG_INF, logits)
 
 
 def _keep_top_p(logits, p):
-    """Keep the smallest set of most likely tokens whose probability reaches p (nucleus)."""
-    sorted_logits = ops.top_k(logits, ops.shape(logits)[-1], sorted=True)[0]
-    probs = ops.softmax(sorted_logits, axis=-1)
-    mass_before = ops.cumsum(probs, axis=-1) - probs
-    kept = ops.where(mass_before < p, sorted_logits, ops.full_like(sorted_logits, 1e30))
-    threshold = ops.min(kept, axis=-1, keepdims=True)  # the least likely kept logit
-    return ops.where(logits < threshold, _NEG_INF, logits)
+    """Keep the smallest set of most likely tokens whose probability reaches p (nucleus); `p` a Python number or
+    a float32 scalar set at run time (1 keeps every id)."""
+
+    def keep(logits):
+        sorted_logits = ops.top_k(logits, ops.shape(logits)[-1], sorted=True)[0]
+        probs = ops.softmax(sorted_logits, axis=-1)
+        mass_before = ops.cumsum(probs, axis=-1) - probs
+        kept = ops.where(mass_before < p, sorted_logits, ops.full_like(sorted_logits, 1e30))
+        threshold = ops.min(kept, axis=-1, keepdims=True)  # the least likely kept logit
+        return ops.where(logits < threshold, _NEG_INF, logits)
+
+    if v.is_number(p):
+        return keep(logits)
+    return ops.cond(p < 1.0, lambda: keep(logits), lambda: logits)
+
+
+# The filters each sampling strategy applies before its draw, in order. The export samples by `top_k_top_p` with
+# k and p set at run time (`_keep_top_k`, `_keep_top_p`: 0 and 1 keep every id).
+_FILTERS = {"sample": (), "top_k": ("k",), "top_p": ("p",), "top_k_top_p": ("k", "p")}
 
 
 def _token_chooser(strategy, temperature, k, p, seed):
-    """`choose(logits (B, V) float32, step) -> ids (B,)` for a non-beam strategy.
+    """`choose(logits (B, V) float32, step, keys) -> ids (B,)` for a non-beam strategy (`keys`: the rows' noise
+    keys, `_random.row_keys`; None for greedy decoding).
 
-    `logits` come from `_mask_forbidden`; its forbidden ids stay at `_NEG_INF` after
+    `logits` come from `_next_logits`; its forbidden ids stay at `_NEG_INF` after
     the temperature divides the others (a large temperature would lift them to near 0).
     """
     if strategy == "greedy":
-        return lambda logits, step: _argmax(logits)
+        return lambda logits, step, keys: _argmax(logits)
 
-    def choose(logits, step):
+    def choose(logits, step, keys):
         logits = ops.where(logits == _NEG_INF, _NEG_INF, logits / temperature)
-        if strategy == "top_k":
+        if "k" in _FILTERS[strategy]:
             logits = _keep_top_k(logits, k)
-        elif strategy == "top_p":
+        if "p" in _FILTERS[strategy]:
             logits = _keep_top_p(logits, p)
-        return _gumbel_argmax(logits, seed, step)
+        return _gumbel_argmax(logits, seed, step, keys)
 
     return choose
 
@@ -164,7 +181,7 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
     end_id = settings["end_id"]
     logits = _next_logits(rows, step, settings)
     done, score = ops.reshape(groups["done"], (-1,)), ops.reshape(groups["scores"], (-1,))
-    token = ops.cast(choose(logits, step), "int32")
+    token = ops.cast(choose(logits, step, rows.get("noise_key")), "int32")
     token = ops.where(done, 0, token)  # padding after a sequence ended
     # log_softmax(logits)[token], without writing the log-probabilities of every id
     token_log_prob = ops.take_along_axis(logits, token[:, None], axis=-1)[:, 0] - ops.logsumexp(logits, axis=-1)
@@ -179,9 +196,9 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
 
 
 def _row_constants(rows):
-    """The rows' entries that stay as they are while decoding (the same for every row of a group): `limit` and
-    `prefix`."""
-    return {name: rows[name] for name in ("limit", "prefix") if name in rows}
+    """The rows' entries that stay as they are while decoding (the same for every row of a group): `limit`,
+    `prefix` and `noise_key`."""
+    return {name: rows[name] for name in ("limit", "prefix", "noise_key") if name in rows}
 
 
 def _beam_step(advance, reorder, step, rows, groups, settings):
@@ -531,10 +548,12 @@ def _search_start(model, inputs, seed, max_length, first_window, weights=None, *
     rows = ops.shape(ids)[0]
     batch = rows // copies
     state_rows = {"ids": ids, "cache": cache, "logits": logits[:, -1]}
-    if not _is_zero(settings["max_length_ratio"]):
+    if not v.is_known_zero(settings["max_length_ratio"]):
         state_rows["limit"] = _row_limits(model, inputs, settings["max_length_ratio"], copies, max_length)
     if settings["target_prefix"] is not None:
         state_rows["prefix"] = _prefix_rows(settings["target_prefix"], copies, max_length)
+    if settings["strategy"] in _FILTERS:  # sampling: each row's noise by its input ids and copy
+        state_rows["noise_key"] = _random.row_keys(model.decoding_input_ids(inputs), copies)
     if beam:
         if model.decoding_reads_cache_rows:
             state_rows["cache_rows"] = ops.tile(ops.arange(rows, dtype="int32")[:, None], (1, cache_length))
@@ -781,9 +800,11 @@ def generate(
             `{"token_ids": (B, P), "condition": (B, condition_dim)}` it was built for.
         max_length: length of the returned ids, prompt (or start id) included.
         strategy: `greedy`, `sample` (softmax with `temperature`), `top_k` (the
-            k most likely), `top_p` (the smallest set with probability >= p), or
-            `beam` (beam search with `num_beams` beams and the GNMT length
-            penalty `((5 + len) / 6) ** length_penalty` at the final ranking).
+            k most likely), `top_p` (the smallest set with probability >= p),
+            `top_k_top_p` (the k most likely, then the smallest set of those
+            with probability >= p: the export's sampling), or `beam` (beam
+            search with `num_beams` beams and the GNMT length penalty
+            `((5 + len) / 6) ** length_penalty` at the final ranking).
             Id 0 (padding) is never generated: every strategy chooses among ids
             `1..V-1`, with probabilities renormalised over them.
         temperature: divides the logits before sampling (> 0).
@@ -796,11 +817,13 @@ def generate(
         num_return_sequences: samples (or best beams, at most `num_beams`) per
             input row.
         seed: an int32 integer that makes sampling repeatable. The noise is
-            a hash of the seed, the step and the position in `keras.ops`
-            (`keras_seq._random`), the same on every call, in every process
-            and on every backend: the same weights sample the same ids on
-            TensorFlow, JAX and torch (barring a near-tie that their floating
-            point rounds apart).
+            a hash of the seed, the step, the row's input ids and its copy
+            (of `num_return_sequences`) in `keras.ops` (`keras_seq._random`),
+            the same on every call, in every process and on every backend:
+            the same weights sample the same ids on TensorFlow, JAX and torch
+            (barring a near-tie that their floating point rounds apart), and a
+            row samples alike alone or in any batch (two equal inputs draw
+            alike: ask `num_return_sequences` for different samples).
         min_length: `end_id` is not generated before this position (the
             prompt or start id counts), so no sequence ends shorter.
         early_stopping: beam search only (with an `end_id`). False: a row's

@@ -196,14 +196,18 @@ class _DroppingDecoder:
         self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
         def start(ids, options=None):
-            return decoding.search_start(model, ids, tf.constant(0), max_length, True, weights, **self._with(options))
+            settings = self._with(options)
+            seed = settings.pop("seed", tf.constant(0))
+            return decoding.search_start(model, ids, seed, max_length, True, weights, **settings)
 
         def steps(state, stop, options=None):  # the state less its context (`decoding.split_context`)
             state = decoding.search_steps(model, state, stop, **self._with(options))
             return (decoding.split_context(state)[0], *decoding.unfinished_groups(state))
 
         def whole(ids, options=None):
-            return decoding.decode(model, ids, tf.constant(0), max_length, weights, **self._with(options))
+            settings = self._with(options)
+            seed = settings.pop("seed", tf.constant(0))
+            return decoding.decode(model, ids, seed, max_length, weights, **settings)
 
         self.start, self.steps, self.whole = (
             tf.function(f, jit_compile=True, autograph=False) for f in (start, steps, whole)
@@ -225,7 +229,8 @@ class _DroppingDecoder:
         limit = options.get("length_limit", max_length)
         state = self.start(ids, options)
         copies = state["groups"]["done"].shape[1]
-        stepping = {name: x for name, x in options.items() if name not in PER_SENTENCE_OPTIONS}  # read at the start
+        # The per-sentence options and the seed are read at the start (the state keeps the seed).
+        stepping = {name: x for name, x in options.items() if name not in (*PER_SENTENCE_OPTIONS, "seed")}
 
         def results(state):  # what `search_result` reads
             groups = {name: x for name, x in state["groups"].items() if name != "done"}
@@ -270,7 +275,7 @@ class _DroppingDecoder:
         )
         _, _, outputs = tf.while_loop(condition, body, loop_vars, shape_invariants=invariants)
         ended = {"rows": {"ids": tf.reshape(outputs.pop("ids"), (-1, max_length))}, "groups": outputs}
-        return decoding.search_result(ended, **self._with(options))
+        return decoding.search_result(ended, **self._with(stepping))
 
 
 def _free_axes(shape, *axes):
@@ -345,9 +350,37 @@ RUNTIME_OPTIONS = (
     ("repetition_penalty", "float32"),
     ("disable_unk", "bool"),
     ("max_length_ratio", "float32"),
+    ("sampling_topk", "int32"),
+    ("sampling_topp", "float32"),
+    ("sampling_temperature", "float32"),
+    ("seed", "int32"),
 )
+# The values at which the options after the first five change nothing.
+NEUTRAL_OPTIONS = {
+    "no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "disable_unk": False,
+    "max_length_ratio": 0.0,
+    "sampling_topk": 1,
+    "sampling_topp": 1.0,
+    "sampling_temperature": 1.0,
+    "seed": 0,
+}
 # The largest repetition penalty a call may set: past it every repeat is already all but ruled out.
 MAX_REPETITION_PENALTY = 100.0
+
+
+def translate_options_defaults(loaded):
+    """`{name: value}` of `RUNTIME_OPTIONS` that decode as a loaded translator's `translate` does: its beam size,
+    one best, its length penalty, no minimum length, its `max_length` and `NEUTRAL_OPTIONS`."""
+    return {
+        "beam_size": int(loaded.num_beams.numpy()),
+        "n_best": 1,
+        "length_penalty": float(loaded.length_penalty.numpy()),
+        "min_length": 0,
+        "max_length": int(loaded.max_length.numpy()),
+        **NEUTRAL_OPTIONS,
+    }
 
 
 def export_translator(
@@ -418,7 +451,7 @@ def export_translator(
     beam = dict(strategy="beam", num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping)
 
     def best_of(settings):
-        least_rows = GREEDY_LEAST_ROWS if settings["strategy"] == "greedy" else 1
+        least_rows = 1 if settings["strategy"] == "beam" else GREEDY_LEAST_ROWS
         settings = dict(end_id=text.END, start_id=text.START, **settings)
         return _best_by_route(
             _DroppingDecoder(module.model, max_length, settings, least_rows, weights), source_length, least_rows
@@ -436,6 +469,7 @@ def export_translator(
         return tf.reshape(decoded, tf.shape(ids)[:2])
 
     beam_best, greedy_best = best_of(beam), best_of(dict(strategy="greedy"))
+    sample_best = best_of(dict(strategy="top_k_top_p"))  # `decoding._FILTERS`: k and p set at run time
 
     def fixed(name, best):
         def translate(sentences):
@@ -455,6 +489,10 @@ def export_translator(
         repetition_penalty,
         disable_unk,
         max_length_ratio,
+        sampling_topk,
+        sampling_topp,
+        sampling_temperature,
+        seed,
         target_prefix,
     ):
         def within(value, low, high, message):  # fails the call with `message` unless low <= value <= high
@@ -481,6 +519,17 @@ def export_translator(
             tf.debugging.assert_equal(
                 tf.shape(target_prefix)[0], tf.shape(sentences)[0], "target_prefix: expected one per sentence"
             ),
+            tf.debugging.assert_equal(
+                tf.logical_or(sampling_topk == 1, beam_size == 1), True, "sampling_topk: expected 1 with beam search"
+            ),
+            tf.debugging.assert_greater_equal(sampling_topk, 0, "sampling_topk: expected an integer >= 0"),
+            within(sampling_topp, 0.0, 1.0, "sampling_topp: expected a number in (0, 1]"),
+            tf.debugging.assert_greater(sampling_topp, 0.0, "sampling_topp: expected a number in (0, 1]"),
+            tf.debugging.assert_equal(
+                tf.logical_and(sampling_temperature > 0, sampling_temperature < float("inf")),
+                True,
+                "sampling_temperature: expected a finite number > 0",
+            ),
         ]
         with tf.control_dependencies(checks):
             ids = source_ids(sentences)
@@ -494,10 +543,15 @@ def export_translator(
             max_length_ratio=max_length_ratio,
             target_prefix=target_ids(target_prefix),
         )
-        best, scores = tf.cond(
-            beam_size == 1,
-            lambda: greedy_best(ids, options),
-            lambda: beam_best(ids, {**options, "num_return_sequences": n_best}),
+        sampling = dict(k=sampling_topk, p=sampling_topp, temperature=sampling_temperature, seed=seed)
+        route = tf.where(beam_size > 1, 2, tf.where(sampling_topk == 1, 0, 1))  # greedy, sampling, beam search
+        best, scores = tf.switch_case(
+            route,
+            [
+                lambda: greedy_best(ids, options),
+                lambda: sample_best(ids, {**options, **sampling}),
+                lambda: beam_best(ids, {**options, "num_return_sequences": n_best}),
+            ],
         )
         best, scores = best[:, :n_best], scores[:, :n_best]  # every beam, ranked: sliced here, not in XLA
         penalty = decoding.gnmt_length_penalty(_lengths(best[..., 1:]), length_penalty)  # the start id not counted

@@ -9,9 +9,7 @@ conditional when the setting is off).
 
 from keras import ops
 
-
-def _is_static(value):
-    return isinstance(value, (int, float))
+from keras_seq import _validation as v
 
 
 def _row_bits(ids, keep, vocabulary_size):
@@ -35,7 +33,7 @@ def _history(ids, step):
 def _when(setting, off, change, logits):
     """`change(logits)` unless `setting` equals `off`: decided in Python for a Python setting, by a conditional
     for a tensor."""
-    if _is_static(setting):
+    if v.is_number(setting):
         return logits if setting == off else change(logits)
     return ops.cond(ops.equal(setting, off), lambda: logits, lambda: change(logits))
 
@@ -73,7 +71,7 @@ def repeated_ngram_ends(ids, step, size, vocabulary_size):
         )
         return ops.logical_and(matches, earlier == latest)
 
-    if _is_static(size):
+    if v.is_number(size):
         for offset in range(size - 1):
             matches = compare(offset, matches)
     else:

@@ -551,7 +551,14 @@ def export_model(settings, model, vocab, length):
     if settings.export_ctranslate2:
         from keras_seq.ctranslate2 import export_ctranslate2
 
-        export_ctranslate2(model, vocab["source"], vocab["target"], os.path.join(settings.output_dir, "ctranslate2"))
+        export_ctranslate2(
+            model,
+            vocab["source"],
+            vocab["target"],
+            os.path.join(settings.output_dir, "ctranslate2"),
+            num_beams=settings.num_beams,
+            length_penalty=settings.length_penalty,
+        )
     return translator
 
 

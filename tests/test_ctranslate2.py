@@ -203,7 +203,8 @@ def test_a_new_conversion_replaces_the_folder(ctranslate2, tmp_path):
     with open(os.path.join(path, "stale.txt"), "w") as f:
         f.write("from before")
     converter.export_ctranslate2(model, source_vocabulary, target_vocabulary, path)
-    assert sorted(os.listdir(path)) == ["config.json", "model.bin", "source_vocabulary.json", "target_vocabulary.json"]
+    written = ["config.json", converter.SERVING_FILE, "model.bin", "source_vocabulary.json", "target_vocabulary.json"]
+    assert sorted(os.listdir(path)) == written
 
 
 def bad_cases():
@@ -275,3 +276,133 @@ def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
 
 def test_reserved_ids_are_keras_seqs():
     assert (converter.START, converter.END, converter.UNKNOWN) == (text.START, text.END, text.UNKNOWN)
+
+
+SERVED = ["the file cannot be opened", "open the settings", "save the file as", "ouvrir les paramètres"]
+
+
+@pytest.fixture
+def served_conversion(ctranslate2, tmp_path):
+    """`(model, vocabulary, engine)`: the recipe-like variant converted and loaded by the server's engine."""
+    from keras_seq.serving import ctranslate2_engine
+
+    model, vocabulary, _ = built("prenorm_sinusoidal_shared_tied_subword")
+    path = converter.export_ctranslate2(
+        model, vocabulary, vocabulary, str(tmp_path / "ct2"), num_beams=3, length_penalty=0.6
+    )
+    return model, vocabulary, ctranslate2_engine.CTranslate2Translator(path, threads=1)
+
+
+def source_of(vocabulary, sentences, width=16):
+    """The sentences' ids as CTranslate2 sees them (SentencePiece pieces looked up in the converted tokens)."""
+    import sentencepiece
+
+    pieces = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.model)
+    tokens = tokens_of(vocabulary)
+    ids = np.zeros((len(sentences), width), "int32")
+    for row, sentence in enumerate(sentences):
+        found = [tokens.index(piece) for piece in pieces.encode(sentence, out_type=str)][:width]
+        ids[row, : len(found)] = found
+    return ids, pieces
+
+
+def numpy_log_prob(model, source_row, written, ended):
+    """log P of `written` ids (and the end id when `ended`) given the source, teacher-forced, over ids 1..V-1 (the
+    decoding never writes padding, so its probabilities are renormalised without it)."""
+    decoder_inputs = np.array([[START, *written]], "int32")
+    logits = to_numpy(model({"encoder_inputs": source_row[None], "decoder_inputs": decoder_inputs}))[0]
+    logits[:, 0] = -np.inf
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    targets = [*written, END] if ended else list(written)
+    return float(sum(log_probs[position, target] for position, target in enumerate(targets)))
+
+
+def recorded(engine):
+    """The `(options, results)` of each `translate_batch` call the engine makes from now on."""
+    calls, translate = [], engine.translator.translate_batch
+
+    def translate_batch(source, **options):
+        calls.append((options, translate(source, **options)))
+        return calls[-1][1]
+
+    engine.translator = type("Recording", (), {"translate_batch": staticmethod(translate_batch)})()
+    return calls
+
+
+def test_the_ctranslate2_engine_answers_generates_translations_with_the_models_log_probabilities(served_conversion):
+    """Greedy: `generate`'s translations; beam n-best: each hypothesis' log P teacher-forced in NumPy, its score
+    log P over CTranslate2's length normalisation (tokens and end token) ** length_penalty, best first."""
+    model, vocabulary, engine = served_conversion
+    source, pieces = source_of(vocabulary, SERVED)
+    tokens = tokens_of(vocabulary)
+    expected = to_numpy(model.generate(source, 16, strategy="greedy", end_id=END))
+    answers = engine.run(SERVED, engine.parse_options({"beam_size": 1, "length_penalty": 0.0}))
+    for row, ids, answer in zip(source, expected, answers):
+        written = [i for i in ids[1:] if i not in (0, END)]
+        (best,) = answer["translations"]
+        assert best["text"] == pieces.decode([tokens[i] for i in written])
+        log_prob = numpy_log_prob(model, row, written, END in ids)
+        np.testing.assert_allclose([best["score"], best["log_prob"]], [log_prob] * 2, atol=1e-3)
+
+    options = engine.parse_options({"n_best": 3})  # the conversion's own beam size (3) and penalty (0.6)
+    assert options.beam_size == 3 and options.length_penalty == pytest.approx(0.6)
+    calls = recorded(engine)
+    for row, answer, result in zip(source, engine.run(SERVED, options), calls[0][1]):
+        hypotheses = answer["translations"]
+        assert len(hypotheses) == 3 and [h["score"] for h in hypotheses] == sorted(
+            [h["score"] for h in hypotheses], reverse=True
+        )
+        for hypothesis, pieces_written in zip(hypotheses, result.hypotheses):
+            assert hypothesis["text"] == pieces.decode(pieces_written)
+            written = [tokens.index(piece) for piece in pieces_written]
+            ended = len(written) < 15
+            log_prob = numpy_log_prob(model, row, written, ended)
+            np.testing.assert_allclose(hypothesis["log_prob"], log_prob, atol=1e-3)
+            np.testing.assert_allclose(hypothesis["score"], log_prob / (len(written) + ended) ** 0.6, atol=1e-3)
+
+
+def test_the_ctranslate2_engine_hands_each_option_to_translate_batch(served_conversion):
+    """Each request field reaches `translate_batch` under CTranslate2's name; prefixes are continued."""
+    from keras_seq.serving import engines
+
+    _, _, engine = served_conversion
+    calls = recorded(engine)
+    fields = dict(
+        beam_size=1,
+        min_length=2,
+        max_length=9,
+        no_repeat_ngram_size=2,
+        repetition_penalty=1.3,
+        disable_unk=True,
+        sampling_topk=5,
+        sampling_topp=0.8,
+        sampling_temperature=1.5,
+    )
+    sentences = [engines.Sentence(s, prefix) for s, prefix in zip(SERVED, ["le fichier", "", "enregistrer", ""])]
+    first = engine.run(sentences, engine.parse_options(fields))
+    given = calls[0][0]
+    assert (given["min_decoding_length"], given["max_decoding_length"], given["max_input_length"]) == (2, 8, 16)
+    for name in ("no_repeat_ngram_size", "disable_unk", "sampling_topk", "beam_size"):
+        assert given[name] == fields[name], name
+    for name in ("repetition_penalty", "sampling_topp", "sampling_temperature"):  # as float32 holds them
+        assert given[name] == pytest.approx(fields[name], rel=1e-6), name
+    assert given["target_prefix"][1] is None and given["target_prefix"][0]
+    assert first[0]["translations"][0]["text"].startswith("le fichier")
+    assert first[2]["translations"][0]["text"].startswith("enregistrer")
+
+
+def test_the_ctranslate2_engine_refuses_what_it_cannot_serve(served_conversion, tmp_path):
+    from keras_seq.serving import ctranslate2_engine, engines
+
+    _, _, engine = served_conversion
+    with pytest.raises(engines.RequestError, match=r"beam_size: expected an integer in \[1, 16\], got 17"):
+        engine.parse_options({"beam_size": 17})
+    assert {"max_length_ratio", "seed"} & set(engine.option_fields) == set()  # the server answers them with a 400
+    model, source_vocabulary, target_vocabulary = built("prenorm_learned_untied_word")
+    words = converter.export_ctranslate2(model, source_vocabulary, target_vocabulary, str(tmp_path / "words"))
+    with pytest.raises(ValueError, match="expected a SentencePiece model"):
+        ctranslate2_engine.CTranslate2Translator(words)
+    os.remove(os.path.join(words, converter.SERVING_FILE))
+    with pytest.raises(ValueError, match=f"expected {converter.SERVING_FILE}"):
+        ctranslate2_engine.check_folder(words)

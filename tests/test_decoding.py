@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from keras import ops
 from layer_checks import to_numpy
-from test_random import numpy_uniform
+from test_random import numpy_row_keys, numpy_uniform_by_row
 
 import keras_seq as ks
 from keras_seq import decoding
@@ -471,33 +471,50 @@ def test_min_length_holds_back_the_end_id_until_that_position():
 
 
 PROBS = np.array([0.0, 0.05, 0.1, 0.15, 0.2, 0.5])  # id 0 (padding) is never drawn
+WIDTH = 4  # of `distinct_prompts`
+
+
+def distinct_prompts(count):
+    """`count` different prompts of `WIDTH` ids in 1..5: a row's draws follow its ids (`_random.row_keys`), so
+    a test of a distribution draws from different prompts (or copies), not one prompt repeated."""
+    return ((np.arange(count)[:, None] // 5 ** np.arange(WIDTH)[None]) % 5 + 1).astype("int32")
 
 
 def test_sampling_is_repeatable_with_a_seed_and_follows_the_distribution():
     model = MarkovChain(np.tile(PROBS, (6, 1)))
-    prompt = np.ones((400, 1), "int32")
-    first = run(model, prompt, 6, strategy="sample", seed=11)
-    np.testing.assert_array_equal(first, run(model, prompt, 6, strategy="sample", seed=11))
-    assert not np.array_equal(first, run(model, prompt, 6, strategy="sample", seed=12))
-    lowest = run(model, prompt, 6, strategy="sample", seed=-(2**31))  # any int32 seed
-    np.testing.assert_array_equal(lowest, run(model, prompt, 6, strategy="sample", seed=-(2**31)))
-    frequencies = np.bincount(first[:, 1:].ravel(), minlength=6) / first[:, 1:].size
+    prompt, length = distinct_prompts(400), WIDTH + 5
+    first = run(model, prompt, length, strategy="sample", seed=11)
+    np.testing.assert_array_equal(first, run(model, prompt, length, strategy="sample", seed=11))
+    assert not np.array_equal(first, run(model, prompt, length, strategy="sample", seed=12))
+    lowest = run(model, prompt, length, strategy="sample", seed=-(2**31))  # any int32 seed
+    np.testing.assert_array_equal(lowest, run(model, prompt, length, strategy="sample", seed=-(2**31)))
+    frequencies = np.bincount(first[:, WIDTH:].ravel(), minlength=6) / first[:, WIDTH:].size
     np.testing.assert_allclose(frequencies, PROBS, atol=0.03)
-    cold = run(model, prompt, 6, strategy="sample", seed=11, temperature=0.25)
+    cold = run(model, prompt, length, strategy="sample", seed=11, temperature=0.25)
     sharpened = PROBS**4 / np.sum(PROBS**4)  # softmax(log p / 0.25)
-    np.testing.assert_allclose(np.mean(cold[:, 1:] == 5), sharpened[5], atol=0.03)
+    np.testing.assert_allclose(np.mean(cold[:, WIDTH:] == 5), sharpened[5], atol=0.03)
+
+
+def test_a_rows_draws_do_not_depend_on_the_rows_beside_it():
+    model = MarkovChain(np.tile(PROBS, (6, 1)))
+    prompt = distinct_prompts(40)
+    together = run(model, prompt, WIDTH + 5, strategy="sample", seed=3)
+    alone = [run(model, prompt[row : row + 1], WIDTH + 5, strategy="sample", seed=3)[0] for row in (0, 17, 39)]
+    np.testing.assert_array_equal(np.stack(alone), together[[0, 17, 39]])
+    np.testing.assert_array_equal(run(model, prompt[::-1], WIDTH + 5, strategy="sample", seed=3), together[::-1])
 
 
 def test_sampling_draws_the_same_ids_on_every_backend():
-    """Gumbel-max over the seed's counter-based noise, written out in NumPy: no backend's own generator."""
+    """Gumbel-max over the seed's counter-based noise, keyed by each row's ids, written out in NumPy: no backend's
+    own generator."""
     model = MarkovChain(np.tile(PROBS, (6, 1)))
-    prompt = np.ones((50, 1), "int32")
-    ids = run(model, prompt, 6, strategy="sample", seed=7, temperature=0.7)
-    expected = prompt
-    for step in range(1, 6):
+    prompt = distinct_prompts(50)
+    ids = run(model, prompt, WIDTH + 5, strategy="sample", seed=7, temperature=0.7)
+    expected, keys = prompt, numpy_row_keys(prompt, 1)
+    for step in range(WIDTH, WIDTH + 5):
         logits = model.log_table[expected[:, -1]].copy()
         logits[:, 0] = -1e9  # padding is never drawn
-        noise = numpy_uniform(logits.shape, 7, step).astype("float32")
+        noise = numpy_uniform_by_row(logits.shape, 7, step, keys).astype("float32")
         chosen = np.argmax(logits / np.float32(0.7) - np.log(-np.log(noise)), axis=-1)
         expected = np.concatenate([expected, chosen[:, None].astype("int32")], axis=1)
     np.testing.assert_array_equal(ids, expected)
@@ -507,23 +524,39 @@ def test_sampling_draws_the_same_ids_on_every_backend():
 def test_a_large_temperature_keeps_padding_and_early_ends_out(strategy):
     """Forbidden ids stay forbidden however flat the temperature makes the rest."""
     model = MarkovChain(np.tile(PROBS, (6, 1)))
-    prompt = np.ones((200, 1), "int32")
-    ids = run(model, prompt, 8, strategy=strategy, temperature=1e10, seed=0, end_id=5, min_length=6, k=6, p=1.0)
+    prompt = distinct_prompts(200)
+    ids = run(
+        model,
+        prompt,
+        WIDTH + 7,
+        strategy=strategy,
+        temperature=1e10,
+        seed=0,
+        end_id=5,
+        min_length=WIDTH + 5,
+        k=6,
+        p=1.0,
+    )[:, WIDTH:]
     first_end = np.argmax(np.concatenate([ids, np.full((200, 1), 5)], axis=1) == 5, axis=1)
-    assert first_end.min() >= 6  # end_id not before min_length
+    assert first_end.min() >= 5  # end_id not before min_length
     for row, end in zip(ids, first_end):
         assert np.all(row[:end] != 0)  # no padding id generated before the end
-    assert set(np.unique(ids[:, 1:6])) == {1, 2, 3, 4}  # flat over the allowed ids
+    assert set(np.unique(ids[:, :5])) == {1, 2, 3, 4}  # flat over the allowed ids
 
 
 def test_top_k_and_top_p_sample_only_inside_their_sets():
     model = MarkovChain(np.tile(PROBS, (6, 1)))
-    prompt = np.ones((300, 1), "int32")
-    top_2 = run(model, prompt, 5, strategy="top_k", k=2, seed=1)[:, 1:]
+    prompt = distinct_prompts(300)
+    top_2 = run(model, prompt, WIDTH + 4, strategy="top_k", k=2, seed=1)[:, WIDTH:]
     assert set(np.unique(top_2)) == {4, 5}
-    nucleus = run(model, prompt, 5, strategy="top_p", p=0.6, seed=1)[:, 1:]  # 0.5 + 0.2 reaches 0.6
+    nucleus = run(model, prompt, WIDTH + 4, strategy="top_p", p=0.6, seed=1)[:, WIDTH:]  # 0.5 + 0.2 reaches 0.6
     assert set(np.unique(nucleus)) == {4, 5}
     np.testing.assert_allclose(np.mean(nucleus == 5), 0.5 / 0.7, atol=0.05)
+    # k=4 keeps {2, 3, 4, 5} (mass 0.95); p=0.88 of those keeps {3, 4, 5} (0.85 / 0.95 reaches 0.88), where p=0.88
+    # of every id would keep 2 as well (0.85 before it): the top-p set is taken within the top-k one.
+    both = run(model, prompt, WIDTH + 4, strategy="top_k_top_p", k=4, p=0.88, seed=1)[:, WIDTH:]
+    assert set(np.unique(both)) == {3, 4, 5}
+    np.testing.assert_allclose(np.mean(both == 5), 0.5 / 0.85, atol=0.05)
 
 
 def test_top_k_past_the_vocabulary_keeps_every_id_and_numpy_scalars_are_accepted():

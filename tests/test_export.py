@@ -245,17 +245,11 @@ OPTION_SETS = [
 
 
 def with_options(exported, sentences, **options):
-    """`translate_options` on `sentences` with `options` (export.RUNTIME_OPTIONS' names; the repetition
-    controls off unless given)."""
+    """`translate_options` on `sentences` with `options` (export.RUNTIME_OPTIONS' names; the controls and
+    sampling off unless given)."""
     import tensorflow as tf
 
-    options = {
-        "no_repeat_ngram_size": 0,
-        "repetition_penalty": 1.0,
-        "disable_unk": False,
-        "max_length_ratio": 0.0,
-        **options,
-    }
+    options = {**export.NEUTRAL_OPTIONS, **options}
     prefixes = options.pop("target_prefix", [""] * len(sentences))
     result = exported.translate_options(
         tf.constant(sentences, tf.string),
@@ -324,10 +318,34 @@ def test_translate_options_turn_down_options_outside_the_export(translator):
         ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size: expected 0 to max_length"),
         ({"repetition_penalty": 0.0}, "repetition_penalty: expected a number in"),
         ({"max_length_ratio": -0.5}, "max_length_ratio: expected a finite number >= 0"),
+        ({"sampling_topk": 2}, "sampling_topk: expected 1 with beam search"),
+        ({"beam_size": 1, "n_best": 1, "sampling_topp": 0.0}, "sampling_topp: expected a number in"),
+        ({"beam_size": 1, "n_best": 1, "sampling_temperature": 0.0}, "sampling_temperature: expected a finite"),
     ]:
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             with_options(exported[False], SENTENCES, **{**good, **changed})
     assert int(exported[False].num_beams.numpy()) == 3 and int(exported[False].max_length.numpy()) == MAX_LENGTH
+
+
+@pytest.mark.parametrize(
+    "topk, topp, strategy", [(3, 1.0, "top_k"), (0, 0.8, "top_p"), (0, 1.0, "sample"), (4, 0.7, "top_k_top_p")]
+)
+def test_translate_options_sample_as_generate_whatever_the_batch(translator, topk, topp, strategy):
+    """`sampling_topk` k (0: every id), `sampling_topp` p (1: every id), the temperature and the seed draw what
+    `generate`'s `top_k`, `top_p` and `sample` draw; a sentence's sample is the same alone and in any batch."""
+    model, vocabulary, exported = translator
+    options = dict(beam_size=1, n_best=1, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH)
+    sampling = dict(sampling_topk=topk, sampling_topp=topp, sampling_temperature=1.5, seed=5)
+    texts = with_options(exported[False], SENTENCES, **options, **sampling)[0]
+    expected = generated(
+        model, vocabulary, SENTENCES, strategy=strategy, k=max(topk, 1), p=topp, temperature=1.5, seed=5
+    )
+    assert [row[0] for row in texts] == expected
+    alone = [with_options(exported[False], [s], **options, **sampling)[0][0] for s in SENTENCES]
+    assert alone == texts
+    assert with_options(exported[False], SENTENCES * 4, **options, **sampling)[0] == texts * 4
+    other_seed = with_options(exported[False], SENTENCES, **options, **{**sampling, "seed": 6})[0]
+    assert other_seed != texts
 
 
 PREFIXES = ["w5 w6", "", "w7", "", "w1 w1 w1"]

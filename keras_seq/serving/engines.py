@@ -29,6 +29,8 @@ KINDS = {
 MAX_LENGTH_PENALTY = 10.0
 # The largest max_length_ratio taken: a translation 100 times its source's length is no limit at all.
 MAX_LENGTH_RATIO = 100.0
+# The largest sampling temperature taken: past it every id is all but equally likely.
+MAX_TEMPERATURE = 100.0
 
 
 class RequestError(ValueError):
@@ -109,6 +111,10 @@ class TranslateOptions:
     repetition_penalty: float = 1.0
     disable_unk: bool = False
     max_length_ratio: float = 0.0
+    sampling_topk: int = 1
+    sampling_topp: float = 1.0
+    sampling_temperature: float = 1.0
+    seed: int = 0
 
 
 class SavedModelEngine:
@@ -155,7 +161,87 @@ class SavedModelEngine:
         return [{field: _text(value)} for value in outputs.numpy()]
 
 
-class SavedModelTranslator(SavedModelEngine):
+class TranslationRequests:
+    """What a translation engine reads from a request: its options checked against the engine's `beam_sizes`,
+    `max_length` and `num_beams` / `length_penalty` (the defaults), as `TranslateOptions`; and its results."""
+
+    kind, route, input_field = KINDS["translate"]
+    per_sentence_fields = ("target_prefix",)
+
+    def parse_options(self, fields):
+        """`fields` (the request's option fields, absent ones left out; null: the default) as `TranslateOptions`."""
+        fields = {name: value for name, value in fields.items() if value is not None}
+        beam_size = fields.get("beam_size", self.num_beams)
+        if not v.is_integer(beam_size) or beam_size not in self.beam_sizes:
+            raise RequestError(f"beam_size: expected {self.beam_sizes_taken}, got {_shown(beam_size)}")
+        n_best = _integer("n_best", fields.get("n_best", 1), 1, beam_size)
+        length_penalty = _number(
+            "length_penalty", fields.get("length_penalty", self.length_penalty), 0.0, MAX_LENGTH_PENALTY
+        )
+        length_penalty = float(np.float32(length_penalty))  # the value decoded with: one key for 0.6 and the export's
+        max_length = _integer("max_length", fields.get("max_length", self.max_length), 1, self.max_length)
+        min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
+        no_repeat = _integer("no_repeat_ngram_size", fields.get("no_repeat_ngram_size", 0), 0, max_length)
+        penalty = _number(
+            "repetition_penalty", fields.get("repetition_penalty", 1.0), 0.0, export.MAX_REPETITION_PENALTY
+        )
+        if penalty <= 0:
+            raise RequestError(f"repetition_penalty: expected a number > 0, got {_shown(penalty)}")
+        disable_unk = fields.get("disable_unk", False)
+        if not isinstance(disable_unk, bool):
+            raise RequestError(f"disable_unk: expected true or false, got {_shown(disable_unk)}")
+        penalty = float(np.float32(penalty))
+        ratio = _number("max_length_ratio", fields.get("max_length_ratio", 0.0), 0.0, MAX_LENGTH_RATIO)
+        # (an engine without a field never sees it: the server answers a field it lacks with a 400)
+        ratio = float(np.float32(ratio))
+        return TranslateOptions(
+            beam_size,
+            n_best,
+            length_penalty,
+            min_length,
+            max_length,
+            no_repeat,
+            penalty,
+            disable_unk,
+            ratio,
+            **self._sampling(fields, beam_size),
+        )
+
+    def _sampling(self, fields, beam_size):
+        """The sampling fields of a request: `sampling_topk` 1 (no sampling), 0 (every id) or k; `sampling_topp` in
+        (0, 1]; `sampling_temperature` > 0; `seed` an int32 (the same sentence and seed draw the same sample)."""
+        topk = _integer("sampling_topk", fields.get("sampling_topk", 1), 0, 2**31 - 1)
+        if topk != 1 and beam_size != 1:
+            raise RequestError(f"sampling_topk: expected 1 with beam_size {beam_size} (sampling takes beam_size 1)")
+        topp = _number("sampling_topp", fields.get("sampling_topp", 1.0), 0.0, 1.0)
+        if topp <= 0:
+            raise RequestError(f"sampling_topp: expected a number in (0, 1], got {_shown(topp)}")
+        temperature = _number("sampling_temperature", fields.get("sampling_temperature", 1.0), 0.0, MAX_TEMPERATURE)
+        if temperature <= 0:
+            raise RequestError(f"sampling_temperature: expected a number > 0, got {_shown(temperature)}")
+        seed = _integer("seed", fields.get("seed", 0), -(2**31), 2**31 - 1)
+        return dict(
+            sampling_topk=topk,
+            sampling_topp=float(np.float32(topp)),
+            sampling_temperature=float(np.float32(temperature)),
+            seed=seed,
+        )
+
+    @staticmethod
+    def results(texts, scores, log_probs, n_best):
+        """The response's results: per sentence, its `n_best` translations with their scores (None: no hypothesis)."""
+        return [
+            {
+                "translations": [
+                    {"text": _text(text), "score": _score_or_none(score), "log_prob": _score_or_none(log_prob)}
+                    for text, score, log_prob in zip(texts[row], scores[row], log_probs[row])
+                ][:n_best]
+            }
+            for row in range(len(texts))
+        ]
+
+
+class SavedModelTranslator(TranslationRequests, SavedModelEngine):
     """A translator export, decoded with each request's options by its `translate_options` signature.
 
     `translate_options(sentences, *export.RUNTIME_OPTIONS)` returns `{"translations", "scores", "log_probs"}`,
@@ -177,41 +263,10 @@ class SavedModelTranslator(SavedModelEngine):
         self.option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS if name in taken)
         self.per_sentence_fields = ("target_prefix",) if "target_prefix" in taken else ()
         self.num_beams = int(loaded.num_beams.numpy())
+        self.beam_sizes = sorted({1, self.num_beams})
+        self.beam_sizes_taken = f"{' or '.join(map(str, self.beam_sizes))} (this export's beam searches)"
         self.max_length = int(loaded.max_length.numpy())
         self.length_penalty = float(loaded.length_penalty.numpy())
-
-    def parse_options(self, fields):
-        """`fields` (the request's option fields, absent ones left out; null: the default) as `TranslateOptions`."""
-        fields = {name: value for name, value in fields.items() if value is not None}
-        beams = sorted({1, self.num_beams})
-        beam_size = fields.get("beam_size", self.num_beams)
-        if not v.is_integer(beam_size) or beam_size not in beams:
-            raise RequestError(
-                f"beam_size: expected {' or '.join(map(str, beams))} (this export's beam searches), "
-                f"got {_shown(beam_size)}"
-            )
-        n_best = _integer("n_best", fields.get("n_best", 1), 1, beam_size)
-        length_penalty = _number(
-            "length_penalty", fields.get("length_penalty", self.length_penalty), 0.0, MAX_LENGTH_PENALTY
-        )
-        length_penalty = float(np.float32(length_penalty))  # the value decoded with: one key for 0.6 and the export's
-        max_length = _integer("max_length", fields.get("max_length", self.max_length), 1, self.max_length)
-        min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
-        no_repeat = _integer("no_repeat_ngram_size", fields.get("no_repeat_ngram_size", 0), 0, max_length)
-        penalty = _number(
-            "repetition_penalty", fields.get("repetition_penalty", 1.0), 0.0, export.MAX_REPETITION_PENALTY
-        )
-        if penalty <= 0:
-            raise RequestError(f"repetition_penalty: expected a number > 0, got {_shown(penalty)}")
-        disable_unk = fields.get("disable_unk", False)
-        if not isinstance(disable_unk, bool):
-            raise RequestError(f"disable_unk: expected true or false, got {_shown(disable_unk)}")
-        penalty = float(np.float32(penalty))
-        ratio = _number("max_length_ratio", fields.get("max_length_ratio", 0.0), 0.0, MAX_LENGTH_RATIO)
-        ratio = float(np.float32(ratio))
-        return TranslateOptions(
-            beam_size, n_best, length_penalty, min_length, max_length, no_repeat, penalty, disable_unk, ratio
-        )
 
     def warm_up_calls(self, max_batch_sentences, scope="full"):
         """The `(sentences, options)` calls that compile, before any request, each XLA program a request of at most
@@ -246,15 +301,7 @@ class SavedModelTranslator(SavedModelEngine):
             arguments = (*arguments, tf.constant([getattr(s, "target_prefix", "") for s in sentences], tf.string))
         outputs = self._call(self.loaded.translate_options, sentences, *arguments)
         texts, scores, log_probs = (outputs[name].numpy() for name in ("translations", "scores", "log_probs"))
-        return [
-            {
-                "translations": [
-                    {"text": _text(text), "score": _score_or_none(score), "log_prob": _score_or_none(log_prob)}
-                    for text, score, log_prob in zip(texts[row], scores[row], log_probs[row])
-                ][: options.n_best]
-            }
-            for row in range(len(sentences))
-        ]
+        return self.results(texts, scores, log_probs, options.n_best)
 
 
 def warm_up_batch_sizes(max_batch_sentences):

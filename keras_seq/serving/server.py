@@ -2,16 +2,17 @@
 
     python -m recipes.serve EXPORT_DIR [--host 127.0.0.1] [--port 8080] [--batch-wait-ms 0]
         [--max-batch-sentences 64] [--max-request-sentences 256] [--max-sentence-chars 2000]
-        [--engine savedmodel] [--warm-up {full,beam,none}]
+        [--engine {savedmodel,ctranslate2}] [--warm-up {full,beam,none}]
 
-(`--engine ctranslate2` is reserved for a CTranslate2 conversion, which this server does not serve yet: it ends
-with an `error:` line, status 2.)
+`--engine ctranslate2` serves a Transformer's CTranslate2 conversion (EXPORT_DIR: the folder
+`translate --export-ctranslate2` writes) through the same translation route (`ctranslate2_engine`).
 
 Routes, by the export's kind (a route of another kind answers 404):
 
 - `POST /v1/translate` `{"sentences": [...], "beam_size", "n_best", "length_penalty", "min_length",
   "max_length", "no_repeat_ngram_size", "repetition_penalty", "disable_unk", "max_length_ratio",
-  "target_prefix": [one string per sentence]}` (options optional; see
+  "sampling_topk", "sampling_topp", "sampling_temperature", "seed", "target_prefix": [one string per
+  sentence]}` (options optional; see
   `engines.SavedModelTranslator` for what an export takes) ->
   `{"results": [{"translations": [{"text", "score", "log_prob"}, ...n_best]}, ...one per sentence]}`;
 - `POST /v1/classify` `{"texts": [...]}` -> `{"results": [{"label", "probabilities"}, ...]}`;
@@ -343,14 +344,20 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         if args.engine == "ctranslate2":
-            raise ValueError("--engine ctranslate2: not available yet in this server; expected savedmodel")
-        engines.check_savedmodel_dir(args.export_dir)
+            from keras_seq.serving import ctranslate2_engine
+
+            ctranslate2_engine.check_folder(args.export_dir)
+        else:
+            engines.check_savedmodel_dir(args.export_dir)
     except ValueError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     try:
-        engine = engines.load_savedmodel(args.export_dir)
+        if args.engine == "ctranslate2":
+            engine = ctranslate2_engine.CTranslate2Translator(args.export_dir)
+        else:
+            engine = engines.load_savedmodel(args.export_dir)
     except Exception as error:  # a folder that looked like a SavedModel but does not load as an export
         first_line = (str(error).strip().splitlines() or [""])[0]
         print(

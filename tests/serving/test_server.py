@@ -387,7 +387,7 @@ def test_bad_command_lines_end_with_one_error_line_and_status_2(tmp_path, capsys
     for argv, message in (
         ([str(tmp_path / "missing")], "EXPORT_DIR: expected a folder holding a keras_seq export"),
         ([str(tmp_path)], "EXPORT_DIR: expected a TensorFlow SavedModel (saved_model.pb)"),
-        ([str(tmp_path), "--engine", "ctranslate2"], "--engine ctranslate2: not available"),
+        ([str(tmp_path), "--engine", "ctranslate2"], "EXPORT_DIR: expected a CTranslate2 model folder (model.bin)"),
     ):
         assert server.main(argv) == 2
         error = capsys.readouterr().err
@@ -430,12 +430,20 @@ CONTROLS = {"no_repeat_ngram_size": 1, "repetition_penalty": 1.5, "disable_unk":
 
 
 PREFIXES = ["w5", "", "w7 w7", "", "w2"]
+SAMPLING = {"sampling_topk": 0, "sampling_topp": 0.9, "sampling_temperature": 1.3, "seed": 7}
 
 
 @with_export
 @pytest.mark.parametrize(
     "beam_size, n_best, controls, prefixes",
-    [(None, 1, {}, None), (2, 2, {}, None), (1, 1, {}, None), (2, 2, CONTROLS, None), (2, 2, {}, PREFIXES)],
+    [
+        (None, 1, {}, None),
+        (2, 2, {}, None),
+        (1, 1, {}, None),
+        (2, 2, CONTROLS, None),
+        (2, 2, {}, PREFIXES),
+        (1, 1, SAMPLING, None),
+    ],
 )
 def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam_size, n_best, controls, prefixes):
     """Served in two requests batched together, the sentences get what one direct call of the export's
@@ -457,8 +465,7 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
 
     halves, health = served(engine, scenario, batch_wait_ms=200)
     assert [status for status, _ in halves] == [200, 200]
-    given = {"no_repeat_ngram_size": 0, "repetition_penalty": 1.0, "disable_unk": False, "max_length_ratio": 0.0}
-    given.update(controls)
+    given = {**export.NEUTRAL_OPTIONS, **controls}
     direct = loaded.translate_options(
         tf.constant(SENTENCES),
         tf.constant(beam_size or 2),
@@ -478,12 +485,14 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
     np.testing.assert_allclose(log_probs, direct["log_probs"].numpy(), rtol=1e-5)
     if prefixes is not None:
         assert all(t.startswith(prefix) for row, prefix in zip(expected, prefixes) for t in row)
-    if controls:  # a 1-gram ban: no word twice in a translation
+    if "no_repeat_ngram_size" in controls:  # a 1-gram ban: no word twice in a translation
         assert all(len(set(t.split())) == len(t.split()) for row in expected for t in row)
     if beam_size is None:
         assert [row[0] for row in expected] == own["translate"]
-    if beam_size == 1:
+    if beam_size == 1 and not controls:
         assert [row[0] for row in expected] == own["translate_greedy"]
+    if "seed" in controls:  # the sample differs from the greedy translation somewhere
+        assert [row[0] for row in expected] != own["translate_greedy"]
     assert health["kind"] == "translate" and {"translate", "translate_options"} <= set(health["signatures"])
 
 
@@ -502,6 +511,11 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
         ({"target_prefix": ["w1", "w2"]}, "target_prefix", "expected one string per sentence (1), got 2"),
         ({"target_prefix": "w1"}, "target_prefix", "expected a list of 1 to"),
         ({"max_length_ratio": -1}, "max_length_ratio", "expected a number in [0.0, 100.0]"),
+        ({"sampling_topk": 3}, "sampling_topk", "expected 1 with beam_size 2"),
+        ({"beam_size": 1, "sampling_topk": -1}, "sampling_topk", "expected an integer in [0, "),
+        ({"beam_size": 1, "sampling_topp": 0}, "sampling_topp", "expected a number in (0, 1]"),
+        ({"beam_size": 1, "sampling_temperature": 0}, "sampling_temperature", "expected a number > 0"),
+        ({"beam_size": 1, "seed": 2**31}, "seed", "expected an integer in ["),
     ],
 )
 def test_a_real_export_refuses_options_outside_what_it_was_compiled_for(tiny_export, options, field, expected):
@@ -642,3 +656,45 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_with_0(tiny_export)
     log = process.stderr.read()
     assert status == 200 and texts(result) == [[text] for text in own["translate"]], log
     assert f"POST /v1/translate 200 sentences={len(SENTENCES)} " in log
+
+
+def test_a_ctranslate2_conversion_is_served_through_the_translate_route(tmp_path):
+    """The same request fields and answers as an export (options, n-best, per-sentence prefixes, batching across
+    requests) for what CTranslate2 takes; a field it lacks gets a 400 naming it."""
+    pytest.importorskip("ctranslate2")
+    from test_ctranslate2 import SERVED, built
+
+    from keras_seq import ctranslate2 as converter
+    from keras_seq.serving import ctranslate2_engine
+
+    model, vocabulary, _ = built("prenorm_sinusoidal_shared_tied_subword")
+    path = converter.export_ctranslate2(model, vocabulary, vocabulary, str(tmp_path / "ct2"), num_beams=2)
+    engine = ctranslate2_engine.CTranslate2Translator(path, threads=1)
+    prefixes = ["le", "", "enregistrer", ""]
+    request = {"n_best": 2, "no_repeat_ngram_size": 2, "length_penalty": 0.6}
+
+    async def scenario(client):
+        answers = await asyncio.gather(
+            post(client, {**request, "sentences": SERVED[:2], "target_prefix": prefixes[:2]}),
+            post(client, {**request, "sentences": SERVED[2:], "target_prefix": prefixes[2:]}),
+            post(client, {"sentences": ["x"], "max_length_ratio": 1.5}),
+        )
+        async with client.get("/health") as response:
+            return answers, await response.json()
+
+    (first, second, refused), health = served(engine, scenario, batch_wait_ms=200)
+    direct = engine.run([engines.Sentence(s, p) for s, p in zip(SERVED, prefixes)], engine.parse_options(request))
+    assert (first[0], second[0]) == (200, 200)
+    results = first[1]["results"] + second[1]["results"]
+    assert [[t["text"] for t in r["translations"]] for r in results] == [
+        [t["text"] for t in r["translations"]] for r in direct
+    ]
+    for name in ("score", "log_prob"):
+        np.testing.assert_allclose(
+            [[t[name] for t in r["translations"]] for r in results],
+            [[t[name] for t in r["translations"]] for r in direct],
+            atol=1e-4,
+        )
+    assert all(t["text"].startswith("le") for t in results[0]["translations"])
+    assert refused[0] == 400 and refused[1]["error"].startswith("unknown fields: max_length_ratio")
+    assert health["kind"] == "translate" and health["signatures"] == ["ctranslate2"]
