@@ -47,7 +47,9 @@ def option_cases(loaded, batches):
     """`{name: (search, make)}`: each case's search (the fixed signature it compares with) and its `make`."""
     from keras_seq import export
 
-    names = [name for name in loaded.translate_options.structured_input_signature[1] if name != "sentences"]
+    options_signature = loaded.signatures["translate_options"]  # keyword arguments only, each a tensor of its dtype
+    names = [name for name in options_signature.structured_input_signature[1] if name != "sentences"]
+    dtypes = dict(export.RUNTIME_OPTIONS)
     defaults = export.translate_options_defaults(loaded)
 
     def with_options(**changed):
@@ -56,9 +58,9 @@ def option_cases(loaded, batches):
                 for batch in batches:
                     values = {**defaults, **changed}
                     prefixes = values.pop("target_prefix", [""] * len(batch))
-                    given = {name: values[name] for name in names if name in values}
+                    given = {name: tf.constant(values[name], dtypes[name]) for name in names if name in dtypes}
                     prefix = {"target_prefix": tf.constant(prefixes)} if "target_prefix" in names else {}
-                    loaded.translate_options(sentences=tf.constant(batch), **given, **prefix)["scores"].numpy()
+                    options_signature(sentences=tf.constant(batch), **given, **prefix)["scores"].numpy()
 
             return step
 
