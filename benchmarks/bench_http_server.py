@@ -660,6 +660,7 @@ def report(args, settings, offline_result, served, ctranslate2=None):
     ]
     if ctranslate2 is not None:
         checks["ctranslate2_no_failed_requests"] = ctranslate2["load"]["failed_requests"] == 0
+        checks["ctranslate2_exit_code_0"] = ctranslate2["exit_code"] == 0
         rows += [
             [
                 f"server, CTranslate2 engine, {ctranslate2['load']['clients']} clients",

@@ -40,6 +40,7 @@ options; shared or tied matrices are stored once.
 
 import collections
 import json
+import math
 import os
 
 import keras
@@ -97,7 +98,7 @@ def export_ctranslate2(
             `bfloat16`, `float32` (https://opennmt.net/CTranslate2/quantization.html).
         num_beams, length_penalty: the beam size and CTranslate2 length penalty
             (`log P / length ** length_penalty`) a server of the folder decodes
-            with by default, written with the model's lengths and lowercasing to
+            with by default, written with the model's lengths and each side's lowercasing to
             `SERVING_FILE` (`python -m recipes.serve PATH --engine ctranslate2`).
 
     Returns:
@@ -130,6 +131,9 @@ def export_ctranslate2(
             repr(target_tokens[UNKNOWN]),
         )
 
+    v.check_positive_int(OWNER, "num_beams", num_beams)
+    if not v.is_number(length_penalty) or not 0 <= length_penalty < math.inf:
+        v.fail(OWNER, "length_penalty", "a finite number >= 0", repr(length_penalty))
     spec = _spec(ctranslate2.specs, model)
     spec.config.unk_token = target_tokens[UNKNOWN]
     spec.config.bos_token = spec.config.decoder_start_token = target_tokens[START]
@@ -146,8 +150,9 @@ def export_ctranslate2(
         serving = dict(
             source_length=source_length,
             max_length=max_length,
-            lowercase=bool(getattr(source_vocabulary, "lowercase", False)),
-            num_beams=v.check_positive_int(OWNER, "num_beams", num_beams),
+            source_lowercase=bool(getattr(source_vocabulary, "lowercase", False)),
+            target_lowercase=bool(getattr(target_vocabulary, "lowercase", False)),
+            num_beams=num_beams,
             length_penalty=float(length_penalty),
         )
         with open(os.path.join(temporary, SERVING_FILE), "w", encoding="utf-8") as f:

@@ -120,37 +120,44 @@ def _gumbel_argmax(logits, seed, step, keys):
 
 
 def _keep_top_k(logits, k):
-    """`logits` with all but the `k` largest of each row at `_NEG_INF`: `k` a Python int (past V keeps every id)
-    or an int32 scalar set at run time (0 keeps every id)."""
-    if v.is_number(k):
-        kth = ops.top_k(logits, int(min(k, logits.shape[-1])), sorted=True)[0][:, -1:]
-    else:
-        vocabulary_size = ops.shape(logits)[-1]
-        ranked = ops.top_k(logits, vocabulary_size, sorted=True)[0]
-        place = ops.clip(k - 1, 0, vocabulary_size - 1)
-        kth = ops.where(k > 0, ops.take(ranked, ops.reshape(place, (1,)), axis=1), _LOWEST)
+    """`logits` with all but the `k` largest of each row at `_NEG_INF` (a `k` past V keeps every id)."""
+    kth = ops.top_k(logits, int(min(k, logits.shape[-1])), sorted=True)[0][:, -1:]
     return ops.where(logits < kth, _NEG_INF, logits)
 
 
+def _nucleus_threshold(sorted_logits, p):
+    """`(R, 1)`: the least likely logit of the smallest set of most likely ids whose probability reaches `p`, from
+    each row's logits sorted in descending order."""
+    probs = ops.softmax(sorted_logits, axis=-1)
+    mass_before = ops.cumsum(probs, axis=-1) - probs
+    kept = ops.where(mass_before < p, sorted_logits, ops.full_like(sorted_logits, 1e30))
+    return ops.min(kept, axis=-1, keepdims=True)
+
+
 def _keep_top_p(logits, p):
-    """Keep the smallest set of most likely tokens whose probability reaches p (nucleus); `p` a Python number or
-    a float32 scalar set at run time (1 keeps every id)."""
+    """Keep the smallest set of most likely tokens whose probability reaches p (nucleus)."""
+    sorted_logits = ops.top_k(logits, ops.shape(logits)[-1], sorted=True)[0]
+    return ops.where(logits < _nucleus_threshold(sorted_logits, p), _NEG_INF, logits)
+
+
+def _keep_top_k_then_top_p(logits, k, p):
+    """`_keep_top_p(_keep_top_k(logits, k), p)` for an int32 `k` and a float32 `p` set at run time (0 and 1 keep
+    every id), by one sort of each row, and none when both keep every id: the export's sampling."""
 
     def keep(logits):
-        sorted_logits = ops.top_k(logits, ops.shape(logits)[-1], sorted=True)[0]
-        probs = ops.softmax(sorted_logits, axis=-1)
-        mass_before = ops.cumsum(probs, axis=-1) - probs
-        kept = ops.where(mass_before < p, sorted_logits, ops.full_like(sorted_logits, 1e30))
-        threshold = ops.min(kept, axis=-1, keepdims=True)  # the least likely kept logit
+        vocabulary_size = ops.shape(logits)[-1]
+        ranked = ops.top_k(logits, vocabulary_size, sorted=True)[0]
+        place = ops.reshape(ops.clip(k - 1, 0, vocabulary_size - 1), (1,))
+        kth = ops.where(k > 0, ops.take(ranked, place, axis=1), _LOWEST)
+        nucleus = _nucleus_threshold(ops.where(ranked < kth, _NEG_INF, ranked), p)  # the top-k set, still sorted
+        threshold = ops.where(p < 1.0, ops.maximum(nucleus, kth), kth)
         return ops.where(logits < threshold, _NEG_INF, logits)
 
-    if v.is_number(p):
-        return keep(logits)
-    return ops.cond(p < 1.0, lambda: keep(logits), lambda: logits)
+    return ops.cond(ops.logical_or(k > 0, p < 1.0), lambda: keep(logits), lambda: logits)
 
 
 # The filters each sampling strategy applies before its draw, in order. The export samples by `top_k_top_p` with
-# k and p set at run time (`_keep_top_k`, `_keep_top_p`: 0 and 1 keep every id).
+# k and p set at run time (`_keep_top_k_then_top_p`).
 _FILTERS = {"sample": (), "top_k": ("k",), "top_p": ("p",), "top_k_top_p": ("k", "p")}
 
 
@@ -166,10 +173,13 @@ def _token_chooser(strategy, temperature, k, p, seed):
 
     def choose(logits, step, keys):
         logits = ops.where(logits == _NEG_INF, _NEG_INF, logits / temperature)
-        if "k" in _FILTERS[strategy]:
-            logits = _keep_top_k(logits, k)
-        if "p" in _FILTERS[strategy]:
-            logits = _keep_top_p(logits, p)
+        if strategy == "top_k_top_p" and not (v.is_number(k) and v.is_number(p)):
+            logits = _keep_top_k_then_top_p(logits, k, p)
+        else:
+            if "k" in _FILTERS[strategy]:
+                logits = _keep_top_k(logits, k)
+            if "p" in _FILTERS[strategy]:
+                logits = _keep_top_p(logits, p)
         return _gumbel_argmax(logits, seed, step, keys)
 
     return choose
@@ -196,8 +206,8 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
 
 
 def _row_constants(rows):
-    """The rows' entries that stay as they are while decoding (the same for every row of a group): `limit`,
-    `prefix` and `noise_key`."""
+    """The rows' entries that stay as they are while decoding: `limit` and `prefix` (the same for every row of a
+    group) and `noise_key` (one per row)."""
     return {name: rows[name] for name in ("limit", "prefix", "noise_key") if name in rows}
 
 

@@ -196,8 +196,7 @@ class _DroppingDecoder:
         self.model, self.max_length, self.settings, self.least_rows = model, max_length, settings, least_rows
 
         def start(ids, options=None):
-            settings = self._with(options)
-            seed = settings.pop("seed", tf.constant(0))
+            seed, settings = self._seed_and_settings(options)
             return decoding.search_start(model, ids, seed, max_length, True, weights, **settings)
 
         def steps(state, stop, options=None):  # the state less its context (`decoding.split_context`)
@@ -205,8 +204,7 @@ class _DroppingDecoder:
             return (decoding.split_context(state)[0], *decoding.unfinished_groups(state))
 
         def whole(ids, options=None):
-            settings = self._with(options)
-            seed = settings.pop("seed", tf.constant(0))
+            seed, settings = self._seed_and_settings(options)
             return decoding.decode(model, ids, seed, max_length, weights, **settings)
 
         self.start, self.steps, self.whole = (
@@ -216,6 +214,13 @@ class _DroppingDecoder:
     def _with(self, options):
         """The decoder's settings with `options` (those given at run time, or None) in place of its own."""
         return {**self.settings, **(options or {})}
+
+    def _seed_and_settings(self, options):
+        """`(seed, settings)`: the sampling seed given at run time (0 if none), apart from the other settings."""
+        import tensorflow as tf
+
+        settings = self._with(options)
+        return settings.pop("seed", tf.constant(0)), settings
 
     def __call__(self, ids, options=None):
         """Decode `ids` by the loop over the compiled `start` and `steps` (a lone sentence: `whole`); `options`:

@@ -337,13 +337,15 @@ def test_the_ctranslate2_engine_answers_generates_translations_with_the_models_l
     source, pieces = source_of(vocabulary, SERVED)
     tokens = tokens_of(vocabulary)
     expected = to_numpy(model.generate(source, 16, strategy="greedy", end_id=END))
-    answers = engine.run(SERVED, engine.parse_options({"beam_size": 1, "length_penalty": 0.0}))
+    answers = engine.run(SERVED, engine.parse_options({"beam_size": 1}))  # the conversion's penalty, 0.6
     for row, ids, answer in zip(source, expected, answers):
         written = [i for i in ids[1:] if i not in (0, END)]
         (best,) = answer["translations"]
         assert best["text"] == pieces.decode([tokens[i] for i in written])
-        log_prob = numpy_log_prob(model, row, written, END in ids)
-        np.testing.assert_allclose([best["score"], best["log_prob"]], [log_prob] * 2, atol=1e-3)
+        log_prob, ended = numpy_log_prob(model, row, written, END in ids), int(END in ids)
+        np.testing.assert_allclose(best["log_prob"], log_prob, atol=1e-3)
+        np.testing.assert_allclose(best["score"], log_prob / (len(written) + ended) ** 0.6, atol=1e-3)
+    assert any(END in ids for ids in expected) and not all(END in ids for ids in expected)  # both lengths met
 
     options = engine.parse_options({"n_best": 3})  # the conversion's own beam size (3) and penalty (0.6)
     assert options.beam_size == 3 and options.length_penalty == pytest.approx(0.6)
@@ -382,7 +384,8 @@ def test_the_ctranslate2_engine_hands_each_option_to_translate_batch(served_conv
     sentences = [engines.Sentence(s, prefix) for s, prefix in zip(SERVED, ["le fichier", "", "enregistrer", ""])]
     first = engine.run(sentences, engine.parse_options(fields))
     given = calls[0][0]
-    assert (given["min_decoding_length"], given["max_decoding_length"], given["max_input_length"]) == (2, 8, 16)
+    # keras_seq's lengths count the start id, CTranslate2's do not
+    assert (given["min_decoding_length"], given["max_decoding_length"], given["max_input_length"]) == (1, 8, 16)
     for name in ("no_repeat_ngram_size", "disable_unk", "sampling_topk", "beam_size"):
         assert given[name] == fields[name], name
     for name in ("repetition_penalty", "sampling_topp", "sampling_temperature"):  # as float32 holds them
@@ -398,6 +401,10 @@ def test_the_ctranslate2_engine_refuses_what_it_cannot_serve(served_conversion, 
     _, _, engine = served_conversion
     with pytest.raises(engines.RequestError, match=r"beam_size: expected an integer in \[1, 16\], got 17"):
         engine.parse_options({"beam_size": 17})
+    with pytest.raises(engines.RequestError, match=r"max_length: expected an integer in \[2, 16\], got 1"):
+        engine.parse_options({"max_length": 1})  # CTranslate2 writes at least one token
+    sampled = engine.run(SERVED, engine.parse_options({"sampling_topk": 10**6, "max_length": 2, "min_length": 2}))
+    assert all(len(result["translations"]) == 1 for result in sampled)  # a k past the vocabulary: every id
     assert {"max_length_ratio", "seed"} & set(engine.option_fields) == set()  # the server answers them with a 400
     model, source_vocabulary, target_vocabulary = built("prenorm_learned_untied_word")
     words = converter.export_ctranslate2(model, source_vocabulary, target_vocabulary, str(tmp_path / "words"))

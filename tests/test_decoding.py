@@ -559,6 +559,31 @@ def test_top_k_and_top_p_sample_only_inside_their_sets():
     np.testing.assert_allclose(np.mean(both == 5), 0.5 / 0.85, atol=0.05)
 
 
+def numpy_top_k_then_top_p(logits, k, p):
+    """The ids kept by top-k (0: every id) then top-p within them (1: every one), written out on each row."""
+    kept = np.zeros(logits.shape, bool)
+    for row, values in enumerate(logits):
+        order = np.argsort(-values, kind="stable")[: k or len(values)]
+        probs = np.exp(values[order] - values[order].max())
+        probs /= probs.sum()
+        inside = np.cumsum(probs) - probs < p if p < 1 else np.ones(len(order), bool)
+        kept[row, order[inside]] = True
+    return kept
+
+
+@pytest.mark.parametrize("k, p", [(0, 1.0), (3, 1.0), (0, 0.8), (4, 0.7), (1000, 0.5), (1, 0.3)])
+def test_top_k_then_top_p_set_at_run_time_keeps_the_ids_numpy_keeps(k, p):
+    """The export's one-sort filter with tensor k and p keeps what top-k then top-p keep, and leaves the rest at
+    the decoding's minus infinity."""
+    logits = np.random.default_rng(5).normal(0.0, 2.0, (6, 40)).astype("float32")
+    filtered = to_numpy(
+        decoding._keep_top_k_then_top_p(ops.convert_to_tensor(logits), ops.array(k, "int32"), ops.array(p, "float32"))
+    )
+    kept = numpy_top_k_then_top_p(logits, k, p)
+    np.testing.assert_array_equal(filtered > decoding._NEG_INF, kept)
+    np.testing.assert_array_equal(filtered[kept], logits[kept])
+
+
 def test_top_k_past_the_vocabulary_keeps_every_id_and_numpy_scalars_are_accepted():
     model = MarkovChain(np.tile(PROBS, (6, 1)))
     prompt = np.ones((50, 1), "int32")

@@ -3,14 +3,16 @@
 `python -m recipes.serve RUN/ctranslate2 --engine ctranslate2` serves the folder that
 `translate --model transformer --export-ctranslate2` writes (`keras_seq.ctranslate2.export_ctranslate2`,
 a SentencePiece vocabulary): the requests and answers of a SavedModel export's translator
-(`engines.TranslationRequests`), decoded by CTranslate2's `Translator.translate_batch`, whose
+(`engines.TranslationEngineMixin`), decoded by CTranslate2's `Translator.translate_batch`, whose
 options bear the same names. Why: CTranslate2 has no server of its own, and one API lets a
 user move between the two engines with no change on the client side.
 
 Where the engines differ, each answer says what CTranslate2 computes:
 - `score` is CTranslate2's, `log P / length ** length_penalty` (Wu et al., 2016 normalise by
-  GNMT's `((5 + length) / 6) ** alpha` instead), `log_prob` the log probability `log P` of the
-  translation and its end token, both under the decoding's logits;
+  GNMT's `((5 + length) / 6) ** alpha` instead), `log_prob` its `log P`: the log probability of the
+  tokens it decoded and of its end token (none at `max_length`), a target prefix's given tokens
+  counting 0 (but counted in the length), under the decoding's logits;
+- `max_length` is at least 2 (CTranslate2 decodes at least one token);
 - any beam size from 1 to `MAX_BEAM_SIZE` (CTranslate2 compiles no program per size);
 - `max_length_ratio` is not taken (CTranslate2 bounds lengths in tokens only), nor `seed`: a sample
   is drawn by CTranslate2's own generator, which a call cannot seed (its worker threads keep theirs).
@@ -48,13 +50,14 @@ def check_folder(path):
         )
 
 
-class CTranslate2Translator(engines.TranslationRequests):
+class CTranslate2Translator(engines.TranslationEngineMixin):
     """A CTranslate2 conversion decoding translation requests (see the module docstring)."""
 
     option_fields = OPTION_FIELDS
     beam_sizes = range(1, MAX_BEAM_SIZE + 1)
-    beam_sizes_taken = f"an integer in [1, {MAX_BEAM_SIZE}]"
+    beam_sizes_expected = f"an integer in [1, {MAX_BEAM_SIZE}]"
     signatures = ("ctranslate2",)
+    shortest_max_length = 2  # the start id and one token
 
     def __init__(self, path, threads=0):
         import ctranslate2
@@ -63,9 +66,10 @@ class CTranslate2Translator(engines.TranslationRequests):
         check_folder(path)
         with open(os.path.join(path, SERVING_FILE), encoding="utf-8") as f:
             settings = json.load(f)
-        self.num_beams, self.length_penalty = settings["num_beams"], settings["length_penalty"]
+        self.num_beams = min(settings["num_beams"], MAX_BEAM_SIZE)
+        self.length_penalty = min(settings["length_penalty"], engines.MAX_LENGTH_PENALTY)
         self.source_length, self.max_length = settings["source_length"], settings["max_length"]
-        self.lowercase = settings["lowercase"]
+        self.lowercase = {"source": settings["source_lowercase"], "target": settings["target_lowercase"]}
         shared = os.path.join(path, "sentencepiece.model")
         self.source, self.target = (
             sentencepiece.SentencePieceProcessor(
@@ -80,7 +84,9 @@ class CTranslate2Translator(engines.TranslationRequests):
         return []
 
     def _tokens(self, texts, side):
-        return side.encode([t.lower() for t in texts] if self.lowercase else list(texts), out_type=str)
+        """The SentencePiece pieces of `texts` on `side` ("source" or "target"), lowercased where it is."""
+        texts = [t.lower() for t in texts] if self.lowercase[side] else list(texts)
+        return getattr(self, side).encode(texts, out_type=str)
 
     @staticmethod
     def _scored_length(tokens, options):
@@ -91,23 +97,24 @@ class CTranslate2Translator(engines.TranslationRequests):
     def run(self, sentences, options):
         prefixes = [getattr(s, "target_prefix", "") for s in sentences]
         arguments = dict(
-            target_prefix=[tokens or None for tokens in self._tokens(prefixes, self.target)] if any(prefixes) else None,
+            target_prefix=[tokens or None for tokens in self._tokens(prefixes, "target")] if any(prefixes) else None,
             beam_size=options.beam_size,
             num_hypotheses=options.n_best,
             length_penalty=options.length_penalty,
-            min_decoding_length=options.min_length,
+            min_decoding_length=max(options.min_length - 1, 0),  # keras_seq's min_length counts the start id
             max_decoding_length=options.max_length - 1,  # keras_seq's max_length counts the start id
             max_input_length=self.source_length,  # the model's positions
             no_repeat_ngram_size=options.no_repeat_ngram_size,
             repetition_penalty=options.repetition_penalty,
             disable_unk=options.disable_unk,
-            sampling_topk=options.sampling_topk,
+            # CTranslate2 refuses a k past the vocabulary, which keeps every id as 0 does
+            sampling_topk=0 if options.sampling_topk >= self.target.get_piece_size() else options.sampling_topk,
             sampling_topp=options.sampling_topp,
             sampling_temperature=options.sampling_temperature,
             suppress_sequences=[[self.target.id_to_piece(0)]],  # keras_seq never writes padding (id 0)
             return_scores=True,
         )
-        source = self._tokens(sentences, self.source)
+        source = self._tokens(sentences, "source")
         results = self.translator.translate_batch(source, **arguments)
         hypotheses = [result.hypotheses for result in results]
         texts = [self.target.decode(row) for row in hypotheses]

@@ -49,7 +49,12 @@ def _integer(name, value, low, high):
 
 
 def _number(name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """`value`, a finite number in [low, high] as a float, else a `RequestError` naming `name`."""
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an integer past float's range
+        finite = False
+    if not finite:
         raise RequestError(f"{name}: expected a number in [{low}, {high}], got {_shown(value)}")
     if not low <= value <= high:
         raise RequestError(f"{name}: expected a number in [{low}, {high}], got {_shown(value)}")
@@ -107,14 +112,14 @@ class TranslateOptions:
     length_penalty: float = None
     min_length: int = None
     max_length: int = None
-    no_repeat_ngram_size: int = 0
-    repetition_penalty: float = 1.0
-    disable_unk: bool = False
-    max_length_ratio: float = 0.0
-    sampling_topk: int = 1
-    sampling_topp: float = 1.0
-    sampling_temperature: float = 1.0
-    seed: int = 0
+    no_repeat_ngram_size: int = export.NEUTRAL_OPTIONS["no_repeat_ngram_size"]
+    repetition_penalty: float = export.NEUTRAL_OPTIONS["repetition_penalty"]
+    disable_unk: bool = export.NEUTRAL_OPTIONS["disable_unk"]
+    max_length_ratio: float = export.NEUTRAL_OPTIONS["max_length_ratio"]
+    sampling_topk: int = export.NEUTRAL_OPTIONS["sampling_topk"]
+    sampling_topp: float = export.NEUTRAL_OPTIONS["sampling_topp"]
+    sampling_temperature: float = export.NEUTRAL_OPTIONS["sampling_temperature"]
+    seed: int = export.NEUTRAL_OPTIONS["seed"]
 
 
 class SavedModelEngine:
@@ -161,37 +166,39 @@ class SavedModelEngine:
         return [{field: _text(value)} for value in outputs.numpy()]
 
 
-class TranslationRequests:
+class TranslationEngineMixin:
     """What a translation engine reads from a request: its options checked against the engine's `beam_sizes`,
     `max_length` and `num_beams` / `length_penalty` (the defaults), as `TranslateOptions`; and its results."""
 
     kind, route, input_field = KINDS["translate"]
     per_sentence_fields = ("target_prefix",)
+    shortest_max_length = 1  # the start id alone
 
     def parse_options(self, fields):
         """`fields` (the request's option fields, absent ones left out; null: the default) as `TranslateOptions`."""
-        fields = {name: value for name, value in fields.items() if value is not None}
-        beam_size = fields.get("beam_size", self.num_beams)
+        fields = {**export.NEUTRAL_OPTIONS, **{name: value for name, value in fields.items() if value is not None}}
+        sampling = fields["sampling_topk"] != 1  # a sample is drawn by a search of one beam
+        beam_size = fields.get("beam_size", 1 if sampling else self.num_beams)
         if not v.is_integer(beam_size) or beam_size not in self.beam_sizes:
-            raise RequestError(f"beam_size: expected {self.beam_sizes_taken}, got {_shown(beam_size)}")
+            raise RequestError(f"beam_size: expected {self.beam_sizes_expected}, got {_shown(beam_size)}")
         n_best = _integer("n_best", fields.get("n_best", 1), 1, beam_size)
         length_penalty = _number(
             "length_penalty", fields.get("length_penalty", self.length_penalty), 0.0, MAX_LENGTH_PENALTY
         )
         length_penalty = float(np.float32(length_penalty))  # the value decoded with: one key for 0.6 and the export's
-        max_length = _integer("max_length", fields.get("max_length", self.max_length), 1, self.max_length)
-        min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
-        no_repeat = _integer("no_repeat_ngram_size", fields.get("no_repeat_ngram_size", 0), 0, max_length)
-        penalty = _number(
-            "repetition_penalty", fields.get("repetition_penalty", 1.0), 0.0, export.MAX_REPETITION_PENALTY
+        max_length = _integer(
+            "max_length", fields.get("max_length", self.max_length), self.shortest_max_length, self.max_length
         )
+        min_length = _integer("min_length", fields.get("min_length", 0), 0, max_length)
+        no_repeat = _integer("no_repeat_ngram_size", fields["no_repeat_ngram_size"], 0, max_length)
+        penalty = _number("repetition_penalty", fields["repetition_penalty"], 0.0, export.MAX_REPETITION_PENALTY)
         if penalty <= 0:
             raise RequestError(f"repetition_penalty: expected a number > 0, got {_shown(penalty)}")
-        disable_unk = fields.get("disable_unk", False)
+        disable_unk = fields["disable_unk"]
         if not isinstance(disable_unk, bool):
             raise RequestError(f"disable_unk: expected true or false, got {_shown(disable_unk)}")
         penalty = float(np.float32(penalty))
-        ratio = _number("max_length_ratio", fields.get("max_length_ratio", 0.0), 0.0, MAX_LENGTH_RATIO)
+        ratio = _number("max_length_ratio", fields["max_length_ratio"], 0.0, MAX_LENGTH_RATIO)
         # (an engine without a field never sees it: the server answers a field it lacks with a 400)
         ratio = float(np.float32(ratio))
         return TranslateOptions(
@@ -204,22 +211,22 @@ class TranslationRequests:
             penalty,
             disable_unk,
             ratio,
-            **self._sampling(fields, beam_size),
+            **self._parse_sampling(fields, beam_size),
         )
 
-    def _sampling(self, fields, beam_size):
+    def _parse_sampling(self, fields, beam_size):
         """The sampling fields of a request: `sampling_topk` 1 (no sampling), 0 (every id) or k; `sampling_topp` in
         (0, 1]; `sampling_temperature` > 0; `seed` an int32 (the same sentence and seed draw the same sample)."""
-        topk = _integer("sampling_topk", fields.get("sampling_topk", 1), 0, 2**31 - 1)
+        topk = _integer("sampling_topk", fields["sampling_topk"], 0, 2**31 - 1)
         if topk != 1 and beam_size != 1:
             raise RequestError(f"sampling_topk: expected 1 with beam_size {beam_size} (sampling takes beam_size 1)")
-        topp = _number("sampling_topp", fields.get("sampling_topp", 1.0), 0.0, 1.0)
+        topp = _number("sampling_topp", fields["sampling_topp"], 0.0, 1.0)
         if topp <= 0:
             raise RequestError(f"sampling_topp: expected a number in (0, 1], got {_shown(topp)}")
-        temperature = _number("sampling_temperature", fields.get("sampling_temperature", 1.0), 0.0, MAX_TEMPERATURE)
+        temperature = _number("sampling_temperature", fields["sampling_temperature"], 0.0, MAX_TEMPERATURE)
         if temperature <= 0:
             raise RequestError(f"sampling_temperature: expected a number > 0, got {_shown(temperature)}")
-        seed = _integer("seed", fields.get("seed", 0), -(2**31), 2**31 - 1)
+        seed = _integer("seed", fields["seed"], -(2**31), 2**31 - 1)
         return dict(
             sampling_topk=topk,
             sampling_topp=float(np.float32(topp)),
@@ -241,7 +248,7 @@ class TranslationRequests:
         ]
 
 
-class SavedModelTranslator(TranslationRequests, SavedModelEngine):
+class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
     """A translator export, decoded with each request's options by its `translate_options` signature.
 
     `translate_options(sentences, *export.RUNTIME_OPTIONS)` returns `{"translations", "scores", "log_probs"}`,
@@ -264,15 +271,16 @@ class SavedModelTranslator(TranslationRequests, SavedModelEngine):
         self.per_sentence_fields = ("target_prefix",) if "target_prefix" in taken else ()
         self.num_beams = int(loaded.num_beams.numpy())
         self.beam_sizes = sorted({1, self.num_beams})
-        self.beam_sizes_taken = f"{' or '.join(map(str, self.beam_sizes))} (this export's beam searches)"
+        self.beam_sizes_expected = f"{' or '.join(map(str, self.beam_sizes))} (this export's beam searches)"
         self.max_length = int(loaded.max_length.numpy())
         self.length_penalty = float(loaded.length_penalty.numpy())
 
     def warm_up_calls(self, max_batch_sentences, scope="full"):
         """The `(sentences, options)` calls that compile, before any request, each XLA program a request of at most
         `max_batch_sentences` sentences meets: one call per row count (`warm_up_batch_sizes`), padded source width
-        and beam size (`scope` "full": 1 and the export's; "beam": the export's, what a request without
-        `beam_size` gets; "none": no call), each decoding to `max_length` so that every cache window compiles.
+        and search (`scope` "full": the export's beam size, greedy search and, where the export takes it,
+        sampling; "beam": the export's beam size, what a request without `beam_size` gets; "none": no call), each
+        decoding to `max_length` so that every cache window compiles.
 
         Why: the export compiles each shape at its first call, seconds that would fall on a request. The widths
         come from sentences of 16, 32, ... times the word "the" (one id in a word vocabulary or an English
@@ -280,11 +288,17 @@ class SavedModelTranslator(TranslationRequests, SavedModelEngine):
         length). Still compiled at first use: the beam search's program for one sentence left beside ended
         ones (each width and cache window), and the widths of an export whose sources exceed `max_length`.
         """
-        beams = {"full": sorted({self.num_beams, 1}, reverse=True), "beam": [self.num_beams], "none": []}[scope]
+        searches = {"full": sorted({self.num_beams, 1}, reverse=True), "beam": [self.num_beams], "none": []}[scope]
+        searches = [{"beam_size": beam} for beam in searches]
+        if scope == "full" and "sampling_topk" in self.option_fields:
+            searches.append({"beam_size": 1, "sampling_topk": 0})
         words = range(16, self.max_length + 16, 16)
+        longest = dict(
+            n_best=1, length_penalty=self.length_penalty, min_length=self.max_length, max_length=self.max_length
+        )
         return [
-            ([" ".join(["the"] * count)] * size, TranslateOptions(beam, 1, self.length_penalty, *[self.max_length] * 2))
-            for beam in beams
+            ([" ".join(["the"] * count)] * size, TranslateOptions(**search, **longest))
+            for search in searches
             for count in words
             for size in warm_up_batch_sizes(max_batch_sentences)
         ]

@@ -18,8 +18,8 @@ Routes, by the export's kind (a route of another kind answers 404):
 - `POST /v1/classify` `{"texts": [...]}` -> `{"results": [{"label", "probabilities"}, ...]}`;
 - `POST /v1/tag` `{"sentences": [...]}` -> `{"results": [{"tags"}, ...]}`;
 - `POST /v1/generate` `{"prompts": [...]}` -> `{"results": [{"text"}, ...]}`;
-- `GET /health` -> `{"status": "ok", "kind", "signatures", "warm_up": {"calls", "done"}}`; a 503 with
-  `"status": "warming up"` until the warm-up has ended;
+- `GET /health` -> `{"status": "ok", "kind", "signatures", "fields" (a request's), "warm_up": {"calls", "done"}}`;
+  a 503 with `"status": "warming up"` until the warm-up has ended;
 - `GET /` -> a web page (`page.html`) that sends the lines typed in it to the export's route and shows the results.
 
 Every error is a JSON object `{"error": "..."}` of one line naming the field, what came
@@ -174,13 +174,14 @@ def _page_handler():
 
 
 async def _health(request):
-    """The export's kind and signatures and the warm-up's progress: a 503 until it has ended."""
+    """The export's kind, signatures and request fields, and the warm-up's progress: a 503 until it has ended."""
     engine, batcher = request.app[ENGINE], request.app[BATCHER]
     response = _json(
         {
             "status": "warming up" if batcher.warming else "ok",
             "kind": engine.kind,
             "signatures": list(engine.signatures),
+            "fields": [engine.input_field, *engine.option_fields, *engine.per_sentence_fields],
             "warm_up": {"calls": len(batcher.warm_up), "done": batcher.warmed},
         }
     )

@@ -57,6 +57,28 @@ class NBestExport:
         }
 
 
+class PrefixExport(NBestExport):
+    """`NBestExport` taking every option of `export.RUNTIME_OPTIONS` and a `target_prefix` per sentence: its one
+    translation is the prefix, then the sentence in capitals, then the beam size and top-k that reached it."""
+
+    def translate_options(
+        self, sentences, beam_size, n_best, length_penalty, min_length, max_length, no_repeat_ngram_size,
+        repetition_penalty, disable_unk, max_length_ratio, sampling_topk, sampling_topp, sampling_temperature, seed,
+        target_prefix,
+    ):  # fmt: skip
+        import tensorflow as tf
+
+        texts = [
+            f"{prefix.decode()} {sentence.decode().upper()} beam={int(beam_size)} k={int(sampling_topk)}".strip()
+            for sentence, prefix in zip(sentences.numpy(), target_prefix.numpy())
+        ]
+        return {
+            "translations": tf.constant([[text] for text in texts], tf.string),
+            "scores": tf.constant([[-1.0] for _ in texts], tf.float32),
+            "log_probs": tf.constant([[-2.0] for _ in texts], tf.float32),
+        }
+
+
 def translation(sentence, k):
     return sentence.upper() + ("" if k == 0 else f" ({k})")
 
@@ -218,6 +240,27 @@ def test_two_sentences_show_their_best_translations_the_alternatives_and_their_s
         for sentence in sentences
     ]
     assert severe == []
+
+
+def test_the_prefix_and_sampling_controls_show_where_the_server_takes_them_and_reach_each_sentence(browser):
+    with serving(engines.engine_for(NBestExport())) as url:  # an export without either option
+        open_page(browser, url)
+        assert not browser.find_element(By.ID, "target-prefix").is_displayed()
+        assert not browser.find_element(By.ID, "sampling-topk").is_displayed()
+    with serving(engines.engine_for(PrefixExport())) as url:
+        open_page(browser, url)
+        type_lines(browser, ["the cat sleeps", "a dog"])
+        browser.find_element(By.ID, "target-prefix").send_keys("Le")
+        set_number(browser, "sampling-topk", 5)
+        browser.find_element(By.ID, "submit").click()
+        best = [item.find_element(By.CLASS_NAME, "best-translation").text for item in wait_for_results(browser, 2)]
+        assert best == ["Le THE CAT SLEEPS beam=1 k=5", "Le A DOG beam=1 k=5"]  # sampling asks for beam size 1
+        set_number(browser, "sampling-topk", "")
+        browser.find_element(By.ID, "target-prefix").clear()
+        browser.find_element(By.ID, "submit").click()
+        WebDriverWait(browser, WAIT_SECONDS).until(
+            lambda b: b.find_element(By.CLASS_NAME, "best-translation").text == "THE CAT SLEEPS beam=4 k=1"
+        )
 
 
 def test_a_server_error_is_shown_and_goes_once_a_request_succeeds(browser):

@@ -208,7 +208,13 @@ def test_a_classifier_tagger_or_language_model_export_answers_its_own_route_only
 
     answer, wrong, unknown, health = served(engine, scenario)
     kind = {"classify": "classify", "tag": "tag", "generate": "lm"}[signature]
-    assert health == {"status": "ok", "kind": kind, "signatures": [signature], "warm_up": {"calls": 0, "done": 0}}
+    assert health == {
+        "status": "ok",
+        "kind": kind,
+        "signatures": [signature],
+        "fields": [field],
+        "warm_up": {"calls": 0, "done": 0},
+    }
     assert answer == (200, {"results": expected})
     assert wrong[0] == 404 and f"which answers POST /v1/{engine.route}, not POST /v1/translate" in wrong[1]["error"]
     assert unknown == (400, {"error": f"unknown fields: beam_size; expected some of {field}"})
@@ -318,7 +324,11 @@ def test_the_event_loop_answers_while_the_engine_decodes_and_closing_lets_the_ca
     health, (status, result) = served(engines.engine_for(export), scenario)
     signatures = ["translate", "translate_greedy", "translate_options"]
     warm_up = {"calls": 0, "done": 0}
-    assert health == (200, {"status": "ok", "kind": "translate", "signatures": signatures, "warm_up": warm_up})
+    fields = ["sentences", "beam_size", "n_best", "length_penalty", "min_length", "max_length"]
+    assert health == (
+        200,
+        {"status": "ok", "kind": "translate", "signatures": signatures, "fields": fields, "warm_up": warm_up},
+    )
     assert status == 200 and texts(result) == [["slow b4 #0"]]
 
 
@@ -511,15 +521,17 @@ def test_a_real_export_serves_what_its_translate_options_gives(tiny_export, beam
         ({"target_prefix": ["w1", "w2"]}, "target_prefix", "expected one string per sentence (1), got 2"),
         ({"target_prefix": "w1"}, "target_prefix", "expected a list of 1 to"),
         ({"max_length_ratio": -1}, "max_length_ratio", "expected a number in [0.0, 100.0]"),
-        ({"sampling_topk": 3}, "sampling_topk", "expected 1 with beam_size 2"),
+        ({"beam_size": 2, "sampling_topk": 3}, "sampling_topk", "expected 1 with beam_size 2"),
         ({"beam_size": 1, "sampling_topk": -1}, "sampling_topk", "expected an integer in [0, "),
         ({"beam_size": 1, "sampling_topp": 0}, "sampling_topp", "expected a number in (0, 1]"),
         ({"beam_size": 1, "sampling_temperature": 0}, "sampling_temperature", "expected a number > 0"),
         ({"beam_size": 1, "seed": 2**31}, "seed", "expected an integer in ["),
+        ({"beam_size": 1, "sampling_topp": 10**400}, "sampling_topp", "expected a number in [0.0, 1.0]"),
     ],
 )
 def test_a_real_export_refuses_options_outside_what_it_was_compiled_for(tiny_export, options, field, expected):
     engine = engines.load_savedmodel(tiny_export[0])
+    assert engine.parse_options({"sampling_topk": 5}).beam_size == 1  # sampling asked for: one beam by default
     status, error = served(engine, lambda client: post(client, {"sentences": ["w1"], **options}))
     assert status == 400
     assert error["error"].startswith(f"{field}: {expected}")
@@ -556,7 +568,7 @@ def test_the_warm_up_runs_first_its_outputs_reach_no_one_and_health_answers_503_
     assert export.calls == expected + [(["mine"], (4, 1, 0.6000000238418579, 0, 10))]
 
 
-# Loads the tiny export, warms it up, then translates batches of every size up to argv[3] at both beam sizes
+# Loads the tiny export, warms it up, then translates batches of every size up to argv[3] by each search
 # (decoded to max_length, so no sentence ends before the others): XLA writes one dump folder entry per program it
 # compiles, counted after each phase.
 _COMPILES_SCRIPT = """
@@ -571,10 +583,12 @@ for strings, options in engine.warm_up_calls(most, "full"):
     engine.run(strings, options)
 counts.append(compiled())
 words = [f"w{i % 19 + 1}" for i in range(30)]
-for beam in (1, 2):
+searches = [dict(beam_size=2), dict(beam_size=1), dict(beam_size=1, sampling_topk=0)]
+longest = dict(n_best=1, length_penalty=0.6, min_length=8, max_length=8)
+for search in searches:
     for size in range(1, most + 1):
         sentences = [" ".join(words[row : row + 1 + (row * 7) % 12]) for row in range(size)]
-        engine.run(sentences, engines.TranslateOptions(beam, 1, 0.6, 8, 8))
+        engine.run(sentences, engines.TranslateOptions(**search, **longest))
 counts.append(compiled())
 print(json.dumps(counts))
 """
@@ -582,9 +596,9 @@ print(json.dumps(counts))
 
 @with_export
 def test_after_the_warm_up_no_batch_of_a_warmed_shape_compiles_an_xla_program(tiny_export, tmp_path):
-    """Counted by XLA's dumps: the warm-up compiles, per beam size, the lone sentence's program and each of the
-    7 row counts' start and steps programs (one source width, one cache window: 2 * 15); the 2 * 16 batches
-    after it, of 1 to 16 sentences, compile none."""
+    """Counted by XLA's dumps: the warm-up compiles, per search (beam, greedy, sampling), the lone sentence's
+    program and each of the 7 row counts' start and steps programs (one source width, one cache window: 3 * 15);
+    the 3 * 16 batches after it, of 1 to 16 sentences, compile none."""
     environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
     environment["XLA_FLAGS"] = f"{environment.get('XLA_FLAGS', '')} --xla_dump_to={tmp_path}"
     result = subprocess.run(
@@ -596,7 +610,7 @@ def test_after_the_warm_up_no_batch_of_a_warmed_shape_compiles_an_xla_program(ti
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [0, 30, 30]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [0, 45, 45]
 
 
 def test_an_export_without_translate_options_is_refused_at_start_up():
