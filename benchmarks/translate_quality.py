@@ -2,12 +2,14 @@
 
 Each side trains on the same English->French training pairs for the same wall-clock
 budget, one run after the other on this machine, and is scored on the same held-out
-pairs (BLEU cased and lowercased, chrF, copy rate), which no side saw or selected on:
+pairs (BLEU cased and lowercased, chrF, copy rate: the share of sentences whose spans to keep verbatim all come
+out unchanged), which no side saw or selected on:
 
 * `transformer`, `rnn-attention`: `python -m recipes.translate --max-seconds S` (the
   recipe as a user runs it: data and budget only), its export then translates the
   evaluation pairs in a process that loads the SavedModel with TensorFlow and
   tensorflow-text;
+* `transformer:no-placeholders`, `rnn-attention:no-placeholders`: the same with `--no-placeholders`;
 * `keras-hub`: `benchmarks/keras_hub_translate.py` (needs keras-hub).
 
 The data is the shipped `software_en_fr` corpus: train and valid splits for training
@@ -17,6 +19,7 @@ defaults were not tuned on.
 
     python benchmarks/translate_quality.py --budgets 60 180 600 1800 --sides transformer rnn-attention keras-hub
     python benchmarks/translate_quality.py --budgets 600 --exclude indico
+    python benchmarks/translate_quality.py --budgets 600 --sides rnn-attention rnn-attention:no-placeholders
     python benchmarks/translate_quality.py --budgets 600 --files train.tsv valid.tsv test.tsv   # another corpus
 
 Prints a Markdown table (one row per side and budget) and writes every run under --output-dir.
@@ -30,7 +33,15 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIDES = ("transformer", "rnn-attention", "keras-hub")
+# A recipe side's name may end in `:no-placeholders`: the recipe with --no-placeholders (the spans to keep verbatim
+# left to the model to copy), its anchor for what placeholders bring.
+SIDES = (
+    "transformer",
+    "rnn-attention",
+    "keras-hub",
+    "transformer:no-placeholders",
+    "rnn-attention:no-placeholders",
+)
 
 # Translates the evaluation file with an exported SavedModel in a process without keras_seq.
 SERVE = """
@@ -87,7 +98,7 @@ def scores(predictions, pairs):
 
 def run_side(side, seconds, paths, directory, backend):
     environment = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
-    output = os.path.join(directory, f"{side}_{int(seconds)}s")
+    output = os.path.join(directory, f"{side.replace(':', '_')}_{int(seconds)}s")
     started = time.monotonic()
     if side == "keras-hub":
         command = [
@@ -114,7 +125,8 @@ def run_side(side, seconds, paths, directory, backend):
             "--valid",
             paths["valid"],
             "--model",
-            side,
+            side.split(":")[0],
+            *(["--no-placeholders"] if side.endswith(":no-placeholders") else []),
             "--max-seconds",
             str(seconds),
             "--output-dir",

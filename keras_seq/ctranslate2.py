@@ -72,7 +72,14 @@ SERVING_FILE = "keras_seq_serving.json"
 
 
 def export_ctranslate2(
-    model, source_vocabulary, target_vocabulary, path, quantization=None, num_beams=4, length_penalty=1.0
+    model,
+    source_vocabulary,
+    target_vocabulary,
+    path,
+    quantization=None,
+    num_beams=4,
+    length_penalty=1.0,
+    placeholders=False,
 ):
     """Write `model` (a `TransformerSeq2Seq`) as a CTranslate2 model folder at `path`, its weights unchanged.
 
@@ -100,6 +107,9 @@ def export_ctranslate2(
             (`log P / length ** length_penalty`) a server of the folder decodes
             with by default, written with the model's lengths and each side's lowercasing to
             `SERVING_FILE` (`python -m recipes.serve PATH --engine ctranslate2`).
+        placeholders: whether the model was trained on `keras_seq.data.placeholders`'
+            protected pairs (also written to `SERVING_FILE`: the server then protects and
+            restores each sentence's spans as the SavedModel export does).
 
     Returns:
         `path`.
@@ -154,6 +164,7 @@ def export_ctranslate2(
             target_lowercase=bool(getattr(target_vocabulary, "lowercase", False)),
             num_beams=num_beams,
             length_penalty=float(length_penalty),
+            placeholders=bool(placeholders),
         )
         with open(os.path.join(temporary, SERVING_FILE), "w", encoding="utf-8") as f:
             json.dump(serving, f, indent=1)
@@ -210,7 +221,11 @@ def _spec(specs, model):
                 )
     activation = _activation(specs, blocks)
     spec = specs.TransformerSpec.from_config(
-        config["num_layers"], config["num_heads"], pre_norm=block.norm_first, activation=activation
+        config["num_layers"],
+        config["num_heads"],
+        pre_norm=block.norm_first,
+        activation=activation,
+        alignment_heads=config["num_heads"],  # return_attention: the last block's heads averaged, as keras_seq's
     )
     epsilon = float(block.layer_norm_epsilon)
     spec.config.layer_norm_epsilon = epsilon

@@ -71,6 +71,13 @@ def _next_logits(rows, step, settings):
     logits = _mask_forbidden(logits, step, settings["end_id"], settings["min_length"], settings["suppress_ids"])
     logits = repetition_controls.ban_repeated_ngrams(logits, ids, step, ngram_size, _NEG_INF)
     vocabulary = ops.arange(ops.shape(logits)[-1], dtype="int32")
+    if "required" in rows:  # a row may not end before it has written each of its required ids
+        required = rows["required"]
+        written = ops.any(required[:, :, None] == ids[:, None, :], axis=2)
+        missing = ops.any(ops.logical_and(required > 0, ops.logical_not(written)), axis=1)
+        logits = ops.where(
+            ops.logical_and(missing[:, None], (vocabulary == settings["end_id"])[None]), _NEG_INF, logits
+        )
     if "limit" in rows:  # a row at its length limit (`max_length_ratio`) ends there
         end_only = ops.where(vocabulary == settings["end_id"], 0.0, _NEG_INF)
         logits = ops.where((step >= rows["limit"])[:, None], end_only[None], logits)
@@ -206,9 +213,9 @@ def _sampling_step(advance, step, rows, groups, choose, settings):
 
 
 def _row_constants(rows):
-    """The rows' entries that stay as they are while decoding: `limit` and `prefix` (the same for every row of a
-    group) and `noise_key` (one per row)."""
-    return {name: rows[name] for name in ("limit", "prefix", "noise_key") if name in rows}
+    """The rows' entries that stay as they are while decoding: `limit`, `prefix` and `required` (the same for every
+    row of a group) and `noise_key` (one per row)."""
+    return {name: rows[name] for name in ("limit", "prefix", "required", "noise_key") if name in rows}
 
 
 def _beam_step(advance, reorder, step, rows, groups, settings):
@@ -445,6 +452,7 @@ def check_generate_arguments(
     suppress_ids=(),
     max_length_ratio=0.0,
     target_prefix=None,
+    required_ids=None,
 ):
     owner = _owner(model)
     if not isinstance(early_stopping, (bool, np.bool_)):
@@ -472,6 +480,8 @@ def check_generate_arguments(
         v.fail(owner, "max_length_ratio", "0 for a language model or without an end_id", repr(max_length_ratio))
     if target_prefix is not None:
         _check_target_prefix(model, owner, target_prefix, inputs, max_length)
+    if required_ids is not None:
+        _check_required_ids(model, owner, required_ids, inputs, end_id)
     if strategy == "beam" and num_return_sequences > num_beams:
         v.fail(owner, "num_return_sequences", f"at most num_beams={num_beams}", num_return_sequences)
     vocabulary_size = model.decoding_vocabulary_size
@@ -507,6 +517,16 @@ def _check_target_prefix(model, owner, target_prefix, inputs, max_length):
             f"(B={inputs.shape[0]}, at most max_length - 1 = {max_length - 1}) ids",
             f"shape {tuple(target_prefix.shape)}",
         )
+
+
+def _check_required_ids(model, owner, required_ids, inputs, end_id):
+    if end_id is None:
+        v.fail(owner, "required_ids", "None without an end_id (they hold back the end id)", "required ids")
+    v.check_rank(owner, "required_ids", required_ids, 2)
+    v.check_integer_ids(owner, "required_ids", required_ids)
+    v.check_ids_below(owner, "required_ids", required_ids, model.decoding_vocabulary_size)
+    if required_ids.shape[0] != inputs.shape[0]:
+        v.fail(owner, "required_ids", f"(B={inputs.shape[0]}, M) ids", f"shape {tuple(required_ids.shape)}")
 
 
 def _full_settings(settings):
@@ -562,6 +582,8 @@ def _search_start(model, inputs, seed, max_length, first_window, weights=None, *
         state_rows["limit"] = _row_limits(model, inputs, settings["max_length_ratio"], copies, max_length)
     if settings["target_prefix"] is not None:
         state_rows["prefix"] = _prefix_rows(settings["target_prefix"], copies, max_length)
+    if settings["required_ids"] is not None:
+        state_rows["required"] = ops.repeat(ops.cast(settings["required_ids"], "int32"), copies, axis=0)
     if settings["strategy"] in _FILTERS:  # sampling: each row's noise by its input ids and copy
         state_rows["noise_key"] = _random.row_keys(model.decoding_input_ids(inputs), copies)
     if beam:
@@ -795,6 +817,7 @@ def generate(
     suppress_ids=(),
     max_length_ratio=0.0,
     target_prefix=None,
+    required_ids=None,
 ):
     """Decode up to `max_length` ids per row of `inputs`, one cached step per token.
 
@@ -860,6 +883,13 @@ def generate(
             right-padded with 0 (a row of zeros: none): each row's decoding
             continues its prefix, which follows the start id in the result.
             Its ids are given, not chosen: they add nothing to the score.
+        required_ids: ids `(B, M)` (0: none) each row must write before its
+            `end_id`, e.g. the placeholder tokens of its source
+            (`keras_seq.data.placeholders`): `end_id` is held back until the
+            row holds every one (a row that reaches `max_length` or its
+            `max_length_ratio` limit ends there all the same). The weakest
+            lexical constraint: the ids may come anywhere, each at the place
+            the model finds likeliest, and no score changes.
 
     Returns:
         int ids `(B, max_length)`; with `num_return_sequences > 1`, ids
@@ -878,10 +908,13 @@ def generate(
         inputs = _id_array(model, inputs)
     inputs = keras.tree.map_structure(ops.convert_to_tensor, inputs)
     ids = model.decoding_input_ids(inputs)
-    if target_prefix is not None:
-        target_prefix = ops.convert_to_tensor(
-            _id_array(model, target_prefix) if isinstance(target_prefix, (list, tuple)) else target_prefix
-        )
+    given = {"target_prefix": target_prefix, "required_ids": required_ids}  # per-row ids: inputs, not settings
+    given = {
+        name: ops.convert_to_tensor(_id_array(model, x) if isinstance(x, (list, tuple)) else x)
+        for name, x in given.items()
+        if x is not None
+    }
+    target_prefix, required_ids = given.get("target_prefix"), given.get("required_ids")
     check_generate_arguments(
         model,
         ids,
@@ -903,6 +936,7 @@ def generate(
         suppress_ids,
         max_length_ratio,
         target_prefix,
+        required_ids,
     )
     inputs = keras.tree.map_structure(lambda x: ops.cast(x, "int32") if x is ids else x, inputs)
     seed = int(seed) if seed is not None else int(keras.random.randint((), 0, 2**30, seed=None))
@@ -924,12 +958,13 @@ def generate(
         suppress_ids=tuple(sorted({int(i) for i in np.ravel(np.asarray(suppress_ids, dtype=object))})),
         max_length_ratio=float(max_length_ratio),
     )
-    extra = () if target_prefix is None else (ops.cast(target_prefix, "int32"),)  # an input, not a setting
+    names = tuple(given)
+    extra = tuple(ops.cast(x, "int32") for x in given.values())
     shapes = tuple(tuple(x.shape) for x in keras.tree.flatten((inputs, extra)))
-    key = (tuple(sorted(settings.items())), shapes)
+    key = (tuple(sorted(settings.items())), names, shapes)
 
-    def decoding(inputs, seed, *prefix):
-        return decode(model, inputs, seed, target_prefix=prefix[0] if prefix else None, **settings)
+    def decoding(inputs, seed, *extra):
+        return decode(model, inputs, seed, **dict(zip(names, extra)), **settings)
 
     compiled = model.compiled_decoder(key, lambda: backend.compile_for_inference(model, decoding))
     ids, scores = compiled(inputs, backend.decoding_seed(seed), *extra)

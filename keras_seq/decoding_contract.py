@@ -127,6 +127,15 @@ class Decodable:
         """
         raise NotImplementedError(f"{type(self).__name__} must define `decoding_step`.")
 
+    def decoding_alignment(self, encoder_ids, decoder_ids):
+        """Weights `(B, T, S)` of each decoder position over the source ids `encoder_ids` `(B, S)` (teacher forcing
+        on `decoder_ids` `(B, T)`, the ids fed in: row t is where the model looked to write id t + 1), or None
+        (the default) for a model without attention.
+
+        The export returns them beside each translation (`return_alignment`): what the model read to write it.
+        """
+        return None
+
     def compiled_decoder(self, key, compile_decoder):
         """The decoder `compile_decoder()` compiles for `key` (the settings and input shapes of a `generate` call),
         compiled once per model and key: a new call with the same key runs the same program."""

@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
 
 from keras_seq import _atomic as atomic
 from keras_seq import _validation as v
@@ -153,7 +154,7 @@ GREEDY_LEAST_ROWS = 2
 # A batch of SPLIT_FROM sentences or more is decoded as PARTS parts at once (see export_translator).
 SPLIT_FROM, PARTS = 16, 4
 # The options given per sentence, one row each (`decoding.decode`'s names): they follow the sentences' rows.
-PER_SENTENCE_OPTIONS = ("target_prefix",)
+PER_SENTENCE_OPTIONS = ("target_prefix", "required_ids")
 
 
 def _per_sentence(options, rows_of):
@@ -359,6 +360,7 @@ RUNTIME_OPTIONS = (
     ("sampling_topp", "float32"),
     ("sampling_temperature", "float32"),
     ("seed", "int32"),
+    ("return_alignment", "bool"),
 )
 # The values at which the options after the first five change nothing.
 NEUTRAL_OPTIONS = {
@@ -370,9 +372,26 @@ NEUTRAL_OPTIONS = {
     "sampling_topp": 1.0,
     "sampling_temperature": 1.0,
     "seed": 0,
+    "return_alignment": False,
 }
 # The largest repetition penalty a call may set: past it every repeat is already all but ruled out.
 MAX_REPETITION_PENALTY = 100.0
+
+
+def _placeholder_ids(vocabulary):
+    """The id of each placeholder token (`keras_seq.data.placeholders.TOKENS`) in `vocabulary`."""
+    from keras_seq.data import placeholders
+
+    ids = placeholders.token_ids(vocabulary)
+    if ids is None:
+        v.fail(
+            "export_translator",
+            "target_vocabulary",
+            "a vocabulary that holds each placeholder token (SubwordVocabulary.train(..., "
+            "user_symbols=placeholders.TOKENS)) with placeholders=True",
+            "one without them",
+        )
+    return ids
 
 
 def translate_options_defaults(loaded):
@@ -398,6 +417,7 @@ def export_translator(
     num_beams=4,
     length_penalty=0.6,
     early_stopping=False,
+    placeholders=False,
 ):
     """Write a SavedModel that translates strings `(B,)`, by beam search or greedily, with options per call.
 
@@ -406,9 +426,8 @@ def export_translator(
     * `translate(sentences) -> (B,)` strings: beam search with `num_beams` beams, the
       GNMT length penalty and `early_stopping` (see `keras_seq.decoding.generate`);
     * `translate_greedy(sentences)`: the most likely id at each step;
-    * `translate_options(sentences, beam_size, n_best, length_penalty, min_length,
-      max_length, no_repeat_ngram_size, repetition_penalty, disable_unk,
-      max_length_ratio)` (scalars of the dtypes of `RUNTIME_OPTIONS`): `beam_size` 1 (greedy) or `num_beams`, `n_best`
+    * `translate_options(sentences, *RUNTIME_OPTIONS, target_prefix)` (the options scalars of their
+      `RUNTIME_OPTIONS` dtypes; sampling as `generate`'s `top_k_top_p`): `beam_size` 1 (greedy) or `num_beams`, `n_best`
       in `[1, beam_size]`, `0 <= min_length <= max_length <= ` the exported
       `max_length`, the lengths counting the start id as `generate`'s do;
       `no_repeat_ngram_size` in `[0, max_length]` and `repetition_penalty` in
@@ -417,7 +436,11 @@ def export_translator(
       ids counted after the cut to `source_length`); and `target_prefix` `(B,)` strings, each
       sentence's translation prefix ("" for none), continued as `generate`'s `target_prefix`
       continues its ids (the translation begins with it). Returns `{"translations": (B, n_best)
-      strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first:
+      strings, "scores": (B, n_best), "log_probs": (B, n_best)}`, best first (with, for a model with
+      attention (`decoding_alignment`), "source_tokens" `(B, S)` and "target_tokens" `(B, n_best, max_length - 1)`,
+      each id's token text ("" for padding, the end id and after; a placeholder's token shown as its span), and
+      "alignments" `(B, n_best, max_length - 1, S)`: with `return_alignment`, each written token's attention
+      over the source tokens, else `(B, n_best, 0, S)`):
       `log_probs` is a hypothesis' summed log-probability, `scores` that over the GNMT
       length penalty of its length (the ids it generated, its end id included). The
       translations are `generate`'s with the same settings (`num_return_sequences=n_best`,
@@ -430,8 +453,13 @@ def export_translator(
 
     Sources are tokenized with `source_vocabulary` and cut to `source_length` ids;
     translations of at most `max_length` ids (start id included) are joined back into
-    text. The decoding runs as XLA programs compiled at their first call for each
-    shape (graph mode would run each step's operations one by one), dropping the ended
+    text. With `placeholders` (a model trained on `keras_seq.data.placeholders.protect_pair`'s
+    pairs), each source's spans to keep verbatim become placeholder tokens before tokenizing and
+    come back in every translation where it has their token, as TensorFlow ops in the graph (a
+    target prefix is taken as it is); no translation ends before it holds the token of each of
+    its source's spans (`generate`'s `required_ids`), so a span is dropped only at `max_length`.
+    The decoding runs as XLA programs compiled at their first call for each shape (graph mode
+    would run each step's operations one by one), dropping the ended
     sentences every few steps (`_DroppingDecoder`); `_few_shapes` keeps the shapes few
     (`_alone`, with fewer operations, for a lone sentence, whose latency they would add
     to). A batch of `SPLIT_FROM` sentences or more is decoded as `PARTS` parts at once,
@@ -443,9 +471,11 @@ def export_translator(
     import tensorflow as tf
 
     from keras_seq import decoding, decoding_contract
+    from keras_seq.data import placeholders as placeholder_spans
     from keras_seq.data import text
 
     decoding_contract.require(model, "export_translator")
+    placeholder_ids = _placeholder_ids(target_vocabulary) if placeholders else None
     module = _serving_module("export_translator", model, source_table=source_vocabulary, target_table=target_vocabulary)
     module.num_beams = tf.Variable(num_beams, dtype=tf.int32, trainable=False)
     module.max_length = tf.Variable(max_length, dtype=tf.int32, trainable=False)
@@ -462,23 +492,61 @@ def export_translator(
             _DroppingDecoder(module.model, max_length, settings, least_rows, weights), source_length, least_rows
         )
 
-    def source_ids(sentences):
-        return source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor()
+    def source_ids(sentences):  # -> (ids, each sentence's spans (ragged), or None without placeholders)
+        spans = None
+        if placeholders:
+            sentences, spans = placeholder_spans.protect_strings(sentences)
+        return source_vocabulary.encode(sentences, table=module.source_table)[:, :source_length].to_tensor(), spans
+
+    def required(spans):  # the decoding options that keep each sentence's placeholders: their tokens' ids
+        if spans is None:
+            return {}
+        return {"required_ids": placeholder_spans.required_ids(spans.row_lengths(), placeholder_ids)}
 
     def target_ids(prefixes):  # (B,) strings -> (B, max_length - 1) ids, 0 after each: one shape for every call
         ids = target_vocabulary.encode(prefixes, table=module.target_table)[:, : max_length - 1]
         return ids.to_tensor(shape=[None, max_length - 1])
 
-    def strings(ids):  # (B, n, L) -> (B, n)
+    def strings(ids, spans):  # (B, n, L) -> (B, n)
         decoded = target_vocabulary.decode(tf.reshape(ids, (-1, max_length)), table=module.target_table)
+        if spans is not None:
+            decoded = placeholder_spans.restore_strings(decoded, spans, tf.range(tf.size(decoded)) // tf.shape(ids)[1])
         return tf.reshape(decoded, tf.shape(ids)[:2])
 
     beam_best, greedy_best = best_of(beam), best_of(dict(strategy="greedy"))
     sample_best = best_of(dict(strategy="top_k_top_p"))  # `decoding._FILTERS`: k and p set at run time
+    dummy = np.ones((1, 2), "int32")  # whether the model has attention to align with (None: it has none)
+    aligns = model.decoding_alignment(dummy, dummy) is not None
+
+    def token_labels(texts, spans, sentence_of):  # the token texts, each span's token shown as its span
+        if spans is None:
+            return texts
+        flat = placeholder_spans.restore_strings(tf.reshape(texts, [-1]), spans, sentence_of(tf.size(texts)))
+        return tf.reshape(flat, tf.shape(texts))
+
+    def alignment(ids, spans, best, wanted):  # ids (B, S), best (B, n, max_length)
+        rows, n, width = tf.shape(best)[0], tf.shape(best)[1], tf.shape(ids)[1]
+
+        def weights():  # teacher forcing on each hypothesis: row t is where it looked to write id t + 1
+            inputs = tf.reshape(best, (-1, max_length))[:, :-1]
+            found = module.model.decoding_alignment(tf.repeat(ids, n, axis=0), inputs)
+            return tf.reshape(tf.cast(found, tf.float32), [rows, n, max_length - 1, width])
+
+        written = best[..., 1:]  # the ids each row of the weights wrote; the end id and what follows: ""
+        before_end = tf.math.cumsum(tf.cast(tf.equal(written, text.END), tf.int32), axis=-1, exclusive=True) == 0
+        shown = before_end & (written > text.END)
+        targets = tf.where(shown, target_vocabulary.token_texts(written, table=module.target_table), "")
+        sources = source_vocabulary.token_texts(ids, table=module.source_table)
+        return {
+            "alignments": tf.cond(wanted & (width > 0), weights, lambda: tf.zeros([rows, n, 0, width])),
+            "source_tokens": token_labels(sources, spans, lambda size: tf.range(size) // width),
+            "target_tokens": token_labels(targets, spans, lambda size: tf.range(size) // (n * (max_length - 1))),
+        }
 
     def fixed(name, best):
         def translate(sentences):
-            return strings(best(source_ids(sentences), {})[0])[:, 0]
+            ids, spans = source_ids(sentences)
+            return strings(best(ids, required(spans))[0], spans)[:, 0]
 
         translate.__name__ = name
         return tf.function(translate, input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
@@ -498,6 +566,7 @@ def export_translator(
         sampling_topp,
         sampling_temperature,
         seed,
+        return_alignment,
         target_prefix,
     ):
         def within(value, low, high, message):  # fails the call with `message` unless low <= value <= high
@@ -535,9 +604,14 @@ def export_translator(
                 True,
                 "sampling_temperature: expected a finite number > 0",
             ),
+            tf.debugging.assert_equal(
+                tf.logical_or(aligns, tf.logical_not(return_alignment)),
+                True,
+                "return_alignment: expected false (the model has no attention to align with)",
+            ),
         ]
         with tf.control_dependencies(checks):
-            ids = source_ids(sentences)
+            ids, spans = source_ids(sentences)
         options = dict(
             length_penalty=length_penalty,
             min_length=min_length,
@@ -547,6 +621,7 @@ def export_translator(
             suppress_ids=tf.where(disable_unk, [text.UNKNOWN], [0]),  # id 0, padding, is never generated anyway
             max_length_ratio=max_length_ratio,
             target_prefix=target_ids(target_prefix),
+            **required(spans),
         )
         sampling = dict(k=sampling_topk, p=sampling_topp, temperature=sampling_temperature, seed=seed)
         route = tf.where(beam_size > 1, 2, tf.where(sampling_topk == 1, 0, 1))  # greedy, sampling, beam search
@@ -561,7 +636,8 @@ def export_translator(
         best, scores = best[:, :n_best], scores[:, :n_best]  # every beam, ranked: sliced here, not in XLA
         penalty = decoding.gnmt_length_penalty(_lengths(best[..., 1:]), length_penalty)  # the start id not counted
         log_probs = tf.where(beam_size == 1, scores, scores * penalty)
-        return {"translations": strings(best), "scores": log_probs / penalty, "log_probs": log_probs}
+        outputs = {"translations": strings(best, spans), "scores": log_probs / penalty, "log_probs": log_probs}
+        return {**outputs, **(alignment(ids, spans, best, return_alignment) if aligns else {})}
 
     options_signature = tf.function(
         translate_options,

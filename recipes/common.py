@@ -365,11 +365,12 @@ def add_subword_flags(p):
     )
 
 
-def subword_vocabulary(settings, texts, size, lowercase=False):
-    """A SentencePiece vocabulary of at most `size` ids trained on `texts` (type from --subword-model)."""
+def subword_vocabulary(settings, texts, size, lowercase=False, user_symbols=()):
+    """A SentencePiece vocabulary of at most `size` ids trained on `texts` (type from --subword-model), each of
+    `user_symbols` one piece."""
     from keras_seq.data.subword import SubwordVocabulary
 
-    return SubwordVocabulary.train(texts, size, settings.subword_model, lowercase=lowercase)
+    return SubwordVocabulary.train(texts, size, settings.subword_model, lowercase=lowercase, user_symbols=user_symbols)
 
 
 def vocabularies(settings, build):

@@ -17,6 +17,7 @@ translated best on real data within the budget (benchmarks/RESULTS.md).
     python -m recipes.translate --tfds ted_hrlr_translate/pt_to_en --max-seconds 3600
 """
 
+import argparse
 import hashlib
 import importlib.util
 import json
@@ -28,7 +29,17 @@ import numpy as np
 import tensorflow as tf
 
 import keras_seq as ks
-from keras_seq.data import batch_plan, corpora, loaders, phrasebook, pipeline, preparation, prepared, text
+from keras_seq.data import (
+    batch_plan,
+    corpora,
+    loaders,
+    phrasebook,
+    pipeline,
+    placeholders,
+    preparation,
+    prepared,
+    text,
+)
 from keras_seq.data.subword import vocabulary_from_config
 from keras_seq.metrics.copy_rate import copy_rate
 from recipes import common, devices, training_data
@@ -172,6 +183,13 @@ def parse(argv=None):
     )
     p.add_argument("--lowercase", action="store_true", help="lowercase both languages before tokenizing")
     p.add_argument(
+        "--placeholders",
+        action=argparse.BooleanOptionalAction,
+        help="subword only (and its default): spans to keep verbatim (format fields, tags, URLs, paths, options, "
+        "numbers) become placeholder tokens in the training pairs and, in the export, before the model, and come "
+        "back after it (keras_seq.data.placeholders)",
+    )
+    p.add_argument(
         "--input-feeding",
         action="store_true",
         help="rnn-attention only: Bahdanau's own decoder (scores from the previous state, the context fed "
@@ -187,15 +205,28 @@ def parse(argv=None):
 
 
 def _derived_defaults(values):
-    """`--vocab-size`'s default, which depends on `--vocabulary` (`common.resolve_settings` applies it)."""
-    if values["vocab_size"] is not None:
-        return {}
-    return {"vocab_size": SUBWORD_SIZE if values["vocabulary"] == "subword" else WORD_SIZE}
+    """`--vocab-size`'s and `--placeholders`' defaults, which depend on `--vocabulary` (`common.resolve_settings`
+    applies them)."""
+    subword = values["vocabulary"] == "subword"
+    derived = {}
+    if values["vocab_size"] is None:
+        derived["vocab_size"] = SUBWORD_SIZE if subword else WORD_SIZE
+    if values["placeholders"] is None:
+        derived["placeholders"] = subword
+    return derived
 
 
 def training_records(settings):
     """`(records, digest, valid pairs)`: `records()` yields the training pairs one at a time (the --train
-    file or the --tfds split streamed, or the embedded set), `digest` names their content."""
+    file or the --tfds split streamed, or the embedded set; with --placeholders, protected), `digest` names
+    their content."""
+    records, digest, valid = _raw_records(settings)
+    if settings.placeholders:
+        return (lambda: (placeholders.protect_pair(*pair) for pair in records())), digest, valid
+    return records, digest, valid
+
+
+def _raw_records(settings):
     if settings.train:
         records = lambda: loaders.streamed_parallel_tsv(settings.train)
         if next(records(), None) is None:  # a missing or unreadable file fails here too, before any work
@@ -228,6 +259,7 @@ def preparation_key(settings, digest):
             "subword_model",
             "separate_vocabularies",
             "lowercase",
+            "placeholders",
             "max_length",
             "vocab_sample",
             "max_examples",
@@ -323,7 +355,8 @@ def build_vocabularies(settings, train_pairs):
     if settings.vocabulary != "subword":
         build = dict(level=settings.vocabulary, lowercase=settings.lowercase, max_size=settings.vocab_size)
         return {"source": text.Vocabulary.build(sources, **build), "target": text.Vocabulary.build(targets, **build)}
-    train = lambda texts: common.subword_vocabulary(settings, texts, settings.vocab_size, settings.lowercase)
+    symbols = placeholders.TOKENS if settings.placeholders else ()
+    train = lambda texts: common.subword_vocabulary(settings, texts, settings.vocab_size, settings.lowercase, symbols)
     if settings.separate_vocabularies:
         return {"source": train(sources), "target": train(targets)}
     joint = train(sources + targets)
@@ -388,17 +421,26 @@ def teacher_forcing(batch):
     return {"encoder_inputs": batch["source"], "decoder_inputs": target[:, :-1]}, target[:, 1:]
 
 
-def greedy_translations(model, vocab, sources, length):
-    """Greedy translations of `sources` by the Keras model (the validation during training)."""
-    ids = vocab["source"].encode(sources)[:, :length].to_tensor(shape=[None, length]).numpy()
+def greedy_translations(model, vocab, sources, length, protect=False):
+    """Greedy translations of `sources` by the Keras model (the validation during training); with `protect`,
+    through placeholders as the export translates (no translation ends before it holds each placeholder)."""
+    protected = [placeholders.protect(source) if protect else (source, []) for source in sources]
+    ids = vocab["source"].encode([p for p, _ in protected])[:, :length].to_tensor(shape=[None, length]).numpy()
+    counts = [len(spans) for _, spans in protected]
+    required_ids = (
+        placeholders.required_ids(counts, placeholders.token_ids(vocab["target"])).numpy() if protect else None
+    )
     translations = []
     for start in range(0, len(ids), DECODE_BATCH):
-        chunk = ids[start : start + DECODE_BATCH]
-        padded = np.pad(chunk, [(0, DECODE_BATCH - len(chunk)), (0, 0)])  # one shape: one compiled decoder
-        best = model.generate(padded, max_length=length, strategy="greedy", end_id=text.END, start_id=text.START)
-        decoded = vocab["target"].decode(keras.ops.convert_to_numpy(best)[: len(chunk)])
+        count = min(DECODE_BATCH, len(ids) - start)
+        padded = lambda x: np.pad(x[start : start + count], [(0, DECODE_BATCH - count), (0, 0)])  # one shape
+        required = {"required_ids": padded(required_ids)} if protect else {}
+        best = model.generate(
+            padded(ids), max_length=length, strategy="greedy", end_id=text.END, start_id=text.START, **required
+        )
+        decoded = vocab["target"].decode(keras.ops.convert_to_numpy(best)[:count])
         translations += [t.decode("utf-8") for t in decoded.numpy()]
-    return translations
+    return [placeholders.restore(t, spans) for t, (_, spans) in zip(translations, protected)]
 
 
 def scores(predictions, references):
@@ -410,23 +452,26 @@ def scores(predictions, references):
     }
 
 
-def validation_score(vocab, valid_pairs, count, length):
+def validation_score(vocab, valid_pairs, count, length, protect):
     """`score(model)` for `BestByValidation`: greedy BLEU and chrF on `count` valid pairs spread over the set."""
     chosen = valid_pairs[:: max(1, len(valid_pairs) // count)][:count]
     sources, references = [s for s, _ in chosen], [t for _, t in chosen]
 
     def score(model):
-        result = scores(greedy_translations(model, vocab, sources, length), references)
+        result = scores(greedy_translations(model, vocab, sources, length, protect), references)
         return {"bleu": result["bleu"], "chrf": result["chrf"]}
 
     return score
 
 
-def attention_examples(model, vocab, sources, translations, count=3):
+def attention_examples(model, vocab, sources, translations, count=3, protect=False):
     """(weights (T, S), source tokens, target tokens) for a few translations: Bahdanau weights, or the
-    Transformer's last cross-attention averaged over heads."""
+    Transformer's last cross-attention averaged over heads; with `protect`, of the texts the model read and
+    wrote (placeholder tokens in place of the spans)."""
     examples = []
     for source, translation in list(zip(sources, translations))[:count]:
+        if protect:
+            source, translation = placeholders.protect_pair(source, translation)
         source_ids = vocab["source"].encode([source]).to_tensor()
         target_ids = vocab["target"].encode([translation], add_start=True).to_tensor()
         weights = model.attention_weights({"encoder_inputs": source_ids, "decoder_inputs": target_ids})
@@ -483,6 +528,11 @@ def check_translation_flags(settings):
             "--export-ctranslate2: expected the ctranslate2 package (pip install "
             "'keras-seq[ctranslate2]'), found none installed"
         )
+    if settings.placeholders and settings.vocabulary != "subword":
+        raise UsageError(
+            f"--placeholders: expected --vocabulary subword (its pieces keep each placeholder whole), "
+            f"got --vocabulary {settings.vocabulary}"
+        )
     if settings.subword_sampling and (settings.vocabulary != "subword" or not 0 < settings.subword_sampling <= 1):
         raise UsageError(
             f"--subword-sampling: expected a number in (0, 1] with --vocabulary subword, "
@@ -493,7 +543,8 @@ def check_translation_flags(settings):
 def train_model(settings, data, vocab, valid_pairs, key, length):
     """`common.train` on the prepared pairs `data` (batched by a `BatchPlan`, each process reading its own rows),
     validated by greedy BLEU on `valid_pairs`; `length`: the model's source and target length."""
-    valid_source, valid_target = encoded(valid_pairs, vocab)
+    loss_pairs = [placeholders.protect_pair(*pair) for pair in valid_pairs] if settings.placeholders else valid_pairs
+    valid_source, valid_target = encoded(loss_pairs, vocab)
     valid = {"source": valid_source[:, :length], "target": valid_target[:, :length]}
     plan = batch_plan.BatchPlan(
         data.lengths,
@@ -529,7 +580,7 @@ def train_model(settings, data, vocab, valid_pairs, key, length):
         batches,
         valid_batches,
         learning_rate=(settings.learning_rate, settings.warmup),
-        score=validation_score(vocab, valid_pairs, settings.validate_sentences, length),
+        score=validation_score(vocab, valid_pairs, settings.validate_sentences, length, settings.placeholders),
         monitor="bleu",
         model_sizes=model_sizes,
     )
@@ -547,6 +598,7 @@ def export_model(settings, model, vocab, length):
         num_beams=settings.num_beams,
         length_penalty=settings.length_penalty,
         early_stopping=settings.early_stopping,
+        placeholders=settings.placeholders,
     )
     if settings.export_ctranslate2:
         from keras_seq.ctranslate2 import export_ctranslate2
@@ -558,6 +610,7 @@ def export_model(settings, model, vocab, length):
             os.path.join(settings.output_dir, "ctranslate2"),
             num_beams=settings.num_beams,
             length_penalty=settings.length_penalty,
+            placeholders=settings.placeholders,
         )
     return translator
 
@@ -605,7 +658,7 @@ def plot_model(settings, model, vocab, sources, predictions):
             if settings.model == "rnn-attention"
             else "last decoder block's cross-attention, mean over heads"
         )
-        examples = attention_examples(model, vocab, sources, predictions)
+        examples = attention_examples(model, vocab, sources, predictions, protect=settings.placeholders)
         common.plot_attention(
             examples, os.path.join(settings.output_dir, "attention.png"), f"{settings.model}: {title}"
         )

@@ -413,3 +413,26 @@ def test_the_ctranslate2_engine_refuses_what_it_cannot_serve(served_conversion, 
     os.remove(os.path.join(words, converter.SERVING_FILE))
     with pytest.raises(ValueError, match=f"expected {converter.SERVING_FILE}"):
         ctranslate2_engine.check_folder(words)
+
+
+def test_a_served_conversions_alignment_is_the_models_cross_attention(ctranslate2, tmp_path):
+    """The CTranslate2 engine's `return_alignment`: the last block's cross-attention averaged over heads, as the
+    model's `attention_weights` gives it for the same source and translation."""
+    from keras_seq.data import text
+    from keras_seq.serving import ctranslate2_engine, engines
+
+    model, vocabulary, _ = built("prenorm_sinusoidal_shared_tied_subword")
+    path = converter.export_ctranslate2(model, vocabulary, vocabulary, str(tmp_path / "ct2"), num_beams=2)
+    engine = ctranslate2_engine.CTranslate2Translator(path, threads=1)
+    options = engine.parse_options({"beam_size": 2, "n_best": 2, "return_alignment": True})
+    results = engine.run([engines.Sentence(s, "") for s in SERVED], options)
+    for sentence, result in zip(SERVED, results):
+        assert result["source_tokens"] == vocabulary.split(sentence)[:16]  # cut to the model's 16 positions
+        sources = vocabulary.encode([sentence]).to_tensor().numpy()[:, :16]
+        for translation in result["translations"]:
+            written = [vocabulary.tokens.index(token) for token in translation["target_tokens"]]
+            inputs = np.array([[text.START] + written])
+            expected = keras.ops.convert_to_numpy(
+                model.attention_weights({"encoder_inputs": sources, "decoder_inputs": inputs})
+            )[0, : len(written)]
+            np.testing.assert_allclose(translation["alignment"], expected, atol=1e-3)

@@ -224,3 +224,49 @@ def test_a_bad_target_prefix_fails_early():
         model.generate(SOURCES, 8, target_prefix=np.full((3, 2), VOCABULARY, "int32"))
     with pytest.raises(ValueError, match="target_prefix"):
         tiny_lm().generate(np.array([[1, 2]], "int32"), 8, target_prefix=np.ones((1, 2), "int32"))
+
+
+def numpy_held_greedy(model, sources, required, max_length, end):
+    """Greedy decoding by calling the whole model on each prefix of the target: the end id may not come while a
+    row lacks one of its required ids (0: none), padding after its end id."""
+    ids = np.ones((len(sources), 1), "int32")
+    for _ in range(1, max_length):
+        logits = ops.convert_to_numpy(model({"encoder_inputs": sources, "decoder_inputs": ids}))[:, -1]
+        logits[:, 0] = -np.inf
+        missing = [any(r > 0 and r not in row for r in wanted) for row, wanted in zip(ids, required)]
+        logits[missing, end] = -np.inf
+        ended = (ids == end).any(axis=1)
+        ids = np.concatenate([ids, np.where(ended, 0, logits.argmax(-1))[:, None].astype("int32")], axis=1)
+    return ids
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_required_ids_hold_back_the_end_until_each_is_written(kind):
+    """`required_ids`: greedy decoding as the model decodes with the end id barred while a required id is missing;
+    a row without any decodes as without the option, and every beam that ends holds its row's ids."""
+    model = tiny_translator() if kind == "transformer" else ks.models.rnn_seq2seq(VOCABULARY, VOCABULARY, 8, 8)
+    end = 2
+    bias = [layer for layer in model.layers if layer.name == "logits"]
+    if bias:  # the rnn: an end id the model writes at once, so that holding it back changes the decoding
+        bias[0].bias.assign(ops.convert_to_numpy(bias[0].bias) + 3.0 * (np.arange(VOCABULARY) == end))
+    free = ops.convert_to_numpy(model.generate(SOURCES, 12, end_id=end))
+    missing_id = next(i for i in range(4, VOCABULARY) if not (free == i).any())  # in no free translation
+    required = np.array([[missing_id, 0], [0, 0], [missing_id, free[2, 1] if free[2, 1] > 3 else 5]], "int32")
+    got = ops.convert_to_numpy(model.generate(SOURCES, 12, end_id=end, required_ids=required))
+    np.testing.assert_array_equal(got, numpy_held_greedy(model, SOURCES, required, 12, end))
+    np.testing.assert_array_equal(got[1], free[1])  # nothing required: as without the option
+    assert not np.array_equal(got[0], free[0])  # the held-back end changed the decoding
+    ids, _ = model.generate(
+        SOURCES, 12, strategy="beam", num_beams=3, num_return_sequences=3, end_id=end, required_ids=required
+    )
+    ids = ops.convert_to_numpy(ids)
+    for row, wanted in enumerate(required):
+        for beam in ids[row]:
+            if (beam == end).any():
+                assert all(w in beam for w in wanted if w > 0)
+    with pytest.raises(ValueError, match="required_ids"):
+        model.generate(SOURCES, 8, required_ids=required)  # no end_id
+    with pytest.raises(ValueError, match="required_ids"):
+        model.generate(SOURCES, 8, end_id=end, required_ids=required[:2])  # not one row per source
+    with pytest.raises(ValueError, match="required_ids"):
+        model.generate(SOURCES, 8, end_id=end, required_ids=np.full((3, 1), VOCABULARY, "int32"))

@@ -380,3 +380,91 @@ def test_translate_options_want_one_target_prefix_per_sentence(translator):
 
     with pytest.raises(tf.errors.InvalidArgumentError, match="target_prefix: expected one per sentence"):
         with_options(translator[2][False], SENTENCES, target_prefix=["w1"], **OPTION_SETS[0])
+
+
+def test_a_translator_with_placeholders_protects_and_restores_each_sentences_spans_in_the_graph(tmp_path):
+    """With `placeholders`, the export's translations are the Python pipeline's: `protect`, `generate`, `restore`
+    (greedy and n-best beams, each hypothesis restored with its own sentence's spans), whatever the batch. The
+    model is pushed to write the token of the second span at every step, so restoring is seen at work."""
+    import tensorflow as tf
+
+    from keras_seq.data import corpora, placeholders
+    from keras_seq.data.subword import SubwordVocabulary
+
+    pairs = [placeholders.protect_pair(*pair) for pair in corpora.software_en_fr("valid")]
+    vocabulary = SubwordVocabulary.train([t for pair in pairs for t in pair], 600, user_symbols=placeholders.TOKENS)
+    keras.utils.set_random_seed(5)
+    model = MODELS["rnn_attention"](len(vocabulary))
+    bias = model.get_layer("logits").bias
+    token_ids = [vocabulary.tokens.index(token) for token in placeholders.TOKENS[:2]]
+    bias.assign(keras.ops.convert_to_numpy(bias) + np.isin(np.arange(len(vocabulary)), token_ids[1]) * 30.0)
+    export.export_translator(
+        model, vocabulary, vocabulary, str(tmp_path), SOURCE_LENGTH, MAX_LENGTH, num_beams=3, placeholders=True
+    )
+    exported = tf.saved_model.load(str(tmp_path))
+    sources = ["Delete %s and %d files.", "Open {path} now", "No spans here", "Copy --force to /etc/hosts, 3 times"]
+    protected = [placeholders.protect(source) for source in sources]
+    restored = lambda rows: [[placeholders.restore(t, spans) for t in row] for row, (_, spans) in zip(rows, protected)]
+    # No translation ends before it holds the token of each of its spans.
+    required = np.zeros((len(sources), placeholders.MAX_SPANS), "int32")
+    for row, (_, spans) in enumerate(protected):
+        required[row, : len(spans)] = placeholders.token_ids(vocabulary)[: len(spans)]
+    greedy = restored([[t] for t in generated(model, vocabulary, [p for p, _ in protected], required_ids=required)])
+    assert [[t] for t in served(exported.translate_greedy, sources)] == greedy
+    assert greedy[0][0] == "%d" * (MAX_LENGTH - 1) and greedy[1][0] == greedy[2][0] == ""
+    ids = vocabulary.encode([p for p, _ in protected])[:, :SOURCE_LENGTH].to_tensor(shape=[None, SOURCE_LENGTH])
+    settings = dict(strategy="beam", num_beams=3, num_return_sequences=2, length_penalty=0.6, required_ids=required)
+    best, _ = model.generate(ids.numpy(), MAX_LENGTH, end_id=text.END, start_id=text.START, **settings)
+    beams = restored([[s.decode() for s in vocabulary.decode(row).numpy()] for row in keras.ops.convert_to_numpy(best)])
+    options = dict(beam_size=3, n_best=2, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH)
+    assert with_options(exported, sources, **options)[0] == beams
+    assert [with_options(exported, [s], **options)[0][0] for s in sources] == beams
+    # Odd input passes through the protection: invalid UTF-8, an empty string, another script.
+    odd = served(exported.translate_greedy, [b"\xff\xfe bad \xc3\x28 7", b"", "日本語 3 <b>".encode()])
+    assert len(odd) == 3
+
+
+@pytest.mark.parametrize("beam_size, n_best", [(3, 2), (1, 1)])
+def test_translate_options_return_each_translations_alignment_as_the_models_attention(translator, beam_size, n_best):
+    """With `return_alignment`, each hypothesis' weights are the model's attention over its source when fed that
+    hypothesis (`attention_weights`: Bahdanau's, or the last block's cross-attention averaged over heads), with the
+    token texts of the source and of what it wrote; without, no weights."""
+    import tensorflow as tf
+
+    model, vocabulary, exported = translator
+    options = {
+        **export.NEUTRAL_OPTIONS,
+        **dict(beam_size=beam_size, n_best=n_best, length_penalty=0.6, min_length=0, max_length=MAX_LENGTH),
+    }
+    call = lambda wanted: exported[False].translate_options(
+        tf.constant(SENTENCES),
+        *(tf.constant({**options, "return_alignment": wanted}[name], dtype) for name, dtype in export.RUNTIME_OPTIONS),
+        tf.constant([""] * len(SENTENCES)),
+    )
+    outputs = call(True)
+    ids = vocabulary.encode(SENTENCES)[:, :SOURCE_LENGTH].to_tensor().numpy()
+    settings = dict(end_id=text.END, start_id=text.START)
+    if beam_size > 1:
+        best, _ = model.generate(ids, MAX_LENGTH, strategy="beam", num_beams=3, num_return_sequences=n_best, **settings)
+    else:
+        best = model.generate(ids, MAX_LENGTH, **settings)[:, None]
+    best = keras.ops.convert_to_numpy(best)
+    expected = keras.ops.convert_to_numpy(
+        model.attention_weights(
+            {"encoder_inputs": np.repeat(ids, n_best, axis=0), "decoder_inputs": best.reshape(-1, MAX_LENGTH)[:, :-1]}
+        )
+    ).reshape(len(SENTENCES), n_best, MAX_LENGTH - 1, ids.shape[1])
+    np.testing.assert_allclose(outputs["alignments"].numpy(), expected, atol=1e-5)
+    tokens = np.array([""] + vocabulary.tokens[1:])
+    assert (outputs["source_tokens"].numpy().astype(str) == tokens[ids]).all()
+    written = best[..., 1:]
+    ended = np.cumsum(written == text.END, axis=-1) > 0
+    expected_targets = np.where(ended | (written <= text.END), "", tokens[written])
+    assert (outputs["target_tokens"].numpy().astype(str) == expected_targets).all()
+    # Rows over a real source sum to 1 and put nothing on padding.
+    padding = ids == 0
+    assert (
+        np.allclose(expected.sum(-1), 1.0, atol=1e-5)
+        and not expected[np.broadcast_to(padding[:, None, None], expected.shape)].any()
+    )
+    assert call(False)["alignments"].shape == (len(SENTENCES), n_best, 0, ids.shape[1])

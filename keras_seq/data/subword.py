@@ -93,6 +93,7 @@ class SubwordVocabulary:
         byte_fallback=True,
         character_coverage=0.9995,
         max_sentence_length=4192,
+        user_symbols=(),
     ):
         """Train a SentencePiece model on `texts` (an iterable of strings), in memory.
 
@@ -100,7 +101,8 @@ class SubwordVocabulary:
         upper bound: data too small for that many pieces gets fewer, and a size
         below what the data's characters need is raised to it (`len()` says how many). Numbers are split into
         digits, so any number can be spelled and copied; text is not normalised (`identity`), so what a source
-        holds comes back byte for byte.
+        holds comes back byte for byte. Each of `user_symbols` (e.g. `keras_seq.data.placeholders.TOKENS`) is
+        one piece wherever it occurs.
         """
         import sentencepiece
 
@@ -130,6 +132,7 @@ class SubwordVocabulary:
             hard_vocab_limit=False,
             num_threads=os.cpu_count() or 1,
             minloglevel=2,
+            user_defined_symbols=list(user_symbols),
             **_RESERVED,
         )
         model = io.BytesIO()
@@ -232,6 +235,11 @@ class SubwordVocabulary:
         before_end = tf.math.cumsum(tf.cast(tf.equal(ids, text.END), tf.int32), axis=-1, exclusive=True) == 0
         kept = tf.ragged.boolean_mask(ids, tf.logical_and(before_end, ids > text.END))
         return self._table(table).detokenize(kept)
+
+    def token_texts(self, ids, table=None):
+        """The piece of each id, a string tensor of `ids`' shape (padding: ""); `table` as for `decode`."""
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        return tf.where(ids == text.PAD, "", self._table(table).id_to_string(ids))
 
     def split(self, string):
         """The pieces `encode` makes of one string, as text (for plots and inspection)."""

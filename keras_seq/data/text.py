@@ -176,6 +176,10 @@ class Vocabulary:
         """The tokens `encode` makes of one string, as text (for plots and inspection)."""
         return [token.decode("utf-8") for token in tokenize([string], self.level, self.lowercase).to_list()[0]]
 
+    def token_texts(self, ids, table=None):
+        """The token of each id, a string tensor of `ids`' shape (padding: ""); `table` as for `decode`."""
+        return tf.gather(tf.constant([""] + self.tokens[1:]), tf.convert_to_tensor(ids, tf.int32))
+
     def decode(self, ids, table=None):
         """Strings from a batch of ids `(B, L)`: stops at the end id, skips padding and the start id.
 

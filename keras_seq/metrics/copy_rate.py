@@ -2,50 +2,26 @@
 
 Software messages hold spans that a translation must carry over unchanged:
 placeholders a program fills in (`%s`, `%(name)s`, `{count}`), command-line options,
-file names and paths, URLs and e-mail addresses, versions and numbers. Pure Python,
-so it runs anywhere (no Keras, no TensorFlow).
+file names and paths, URLs and e-mail addresses, versions and numbers.
 """
 
 import collections
-import re
 
-# Longest alternatives first: a URL is not read as a path, `%(name)s` not as `%(`.
-_PROTECTED = re.compile(
-    r"""
-      (?:https?|ftp)://[^\s<>"'»]+[^\s<>"'».,;:!?)\]]    # URLs
-    | [\w.+-]+@[\w-]+(?:\.[\w-]+)+                      # e-mail addresses
-    | %\([A-Za-z_]\w*\)[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]    # %(name)s
-    | %\d+\$[-+ #0]*\d*(?:\.\d+)?[a-zA-Z]               # %1$s
-    | %[-+ #0]*\d*(?:\.\d+)?[sdifuxXeEgGcr]             # %s %d %.2f
-    | \{\{?[^{}\s]*\}\}?                                 # {count} {0} {} {{name}}
-    | (?<![\w-])--?[A-Za-z][\w-]*                        # --force -v
-    | (?:[A-Za-z]:)?(?:[\\/][\w.$~-]+){2,}[\\/]?         # /etc/hosts C:\Temp\x
-    | (?<![\w.])[\w-]+(?:\.[\w-]+)*\.(?:[a-z]{1,4}\d?)(?![\w])(?<![.](?:e\.g|i\.e))  # config.ini setup.py
-    | (?<![\w.])\d+(?:[.,:]\d+)*(?![\w])                 # 2.0 3 1,000 10:30
-    """,
-    re.VERBOSE,
-)
-# Words that end like a file name but are prose ("etc.", "e.g.", "vs.").
-_NOT_FILES = {"e.g", "i.e", "etc", "vs"}
+from keras_seq.data import placeholders
 
 
 def protected_tokens(text):
-    """The spans of `text` that a translation must reproduce unchanged, in order.
+    """The spans of `text` that a translation must reproduce unchanged, in order
+    (`keras_seq.data.placeholders.spans`: the spans its placeholders protect).
 
-    Kinds: URLs, e-mail addresses, printf placeholders (`%s`, `%d`, `%.2f`,
-    `%(name)s`, `%1$s`), brace placeholders (`{count}`, `{0}`, `{}`), command-line
-    options (`--force`, `-v`), paths of two or more parts (`/etc/hosts`), file names
-    with an extension (`config.ini`), and numbers or versions (`3`, `2.0`, `1,000`).
-    A file name must have a letter in its extension and a name before the dot, so
-    sentence ends and abbreviations ("etc.") are not taken for one.
+    Kinds: URLs, e-mail addresses, XML/HTML tags and character entities, printf
+    placeholders (`%s`, `%d`, `%.2f`, `%(name)s`, `%1$s`), brace placeholders (`{count}`,
+    `{0}`, `{}`), command-line options (`--force`, `-v`), paths of two or more parts
+    (`/etc/hosts`), file names with an extension (`config.ini`), and numbers or versions
+    (`3`, `2.0`, `1,000`). A file name must have a letter in its extension and a name
+    before the dot, so sentence ends and abbreviations ("e.g.") are not taken for one.
     """
-    spans = []
-    for match in _PROTECTED.finditer(text):
-        span = match.group(0)
-        if span.rstrip(".") in _NOT_FILES:
-            continue
-        spans.append(span)
-    return spans
+    return placeholders.spans(text)
 
 
 def copy_rate(sources, predictions):

@@ -454,6 +454,12 @@ class RNNSeq2Seq(GenerativeModel):
             v.fail("RNNSeq2Seq.attention_weights", "model", "attention='bahdanau' or 'luong'", "attention=None")
         return self._weights_model(inputs)
 
+    def decoding_alignment(self, encoder_ids, decoder_ids):
+        """The attention's weights (`attention_weights`), or None without attention."""
+        if self._weights_model is None:
+            return None
+        return self.attention_weights({"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids})
+
     def start_decoding(self, encoder_ids, max_length, copies):
         """Encodes each source once, and projects its annotations for the attention's scores once (`U_a h_j`),
         then repeats them and its first states (the cache) for its `copies` rows (beams)."""

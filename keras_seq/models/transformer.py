@@ -393,6 +393,10 @@ class TransformerSeq2Seq(GenerativeModel):
         _, scores = last(h, encoder_outputs, return_attention_scores=True, **masks)
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 
+    def decoding_alignment(self, encoder_ids, decoder_ids):
+        """The last decoder block's cross-attention averaged over heads (`attention_weights`)."""
+        return self.attention_weights({"encoder_inputs": encoder_ids, "decoder_inputs": decoder_ids})
+
     def start_decoding(self, encoder_ids, max_length, copies):
         """Encodes each source once and projects its cross-attention keys and values once per block: the
         `copies` rows (beams) of a source read them together (`decoding_shares_context`)."""

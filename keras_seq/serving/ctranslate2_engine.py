@@ -22,6 +22,7 @@ import json
 import os
 
 from keras_seq.ctranslate2 import SERVING_FILE
+from keras_seq.data import placeholders
 from keras_seq.serving import engines
 
 # The largest beam asked for: past it a beam search costs more than any gain it brings a translation.
@@ -70,6 +71,7 @@ class CTranslate2Translator(engines.TranslationEngineMixin):
         self.length_penalty = min(settings["length_penalty"], engines.MAX_LENGTH_PENALTY)
         self.source_length, self.max_length = settings["source_length"], settings["max_length"]
         self.lowercase = {"source": settings["source_lowercase"], "target": settings["target_lowercase"]}
+        self.placeholders = settings.get("placeholders", False)
         shared = os.path.join(path, "sentencepiece.model")
         self.source, self.target = (
             sentencepiece.SentencePieceProcessor(
@@ -113,14 +115,37 @@ class CTranslate2Translator(engines.TranslationEngineMixin):
             sampling_temperature=options.sampling_temperature,
             suppress_sequences=[[self.target.id_to_piece(0)]],  # keras_seq never writes padding (id 0)
             return_scores=True,
+            return_attention=options.return_alignment,
         )
-        source = self._tokens(sentences, "source")
-        results = self.translator.translate_batch(source, **arguments)
+        protected = [placeholders.protect(s) if self.placeholders else (s, []) for s in sentences]
+        source = self._tokens([text for text, _ in protected], "source")
+        if options.return_alignment and options.beam_size > 1:
+            # CTranslate2 4.8.5's batched beam search hands each sentence after the first another one's attention
+            # (its hypotheses are right): one sentence a call. Remove when `test_ctranslate2`'s alignment test
+            # passes with the batch in one call.
+            prefixes = arguments.pop("target_prefix") or [None] * len(source)
+            results = [
+                self.translator.translate_batch([tokens], target_prefix=[prefix], **arguments)[0]
+                for tokens, prefix in zip(source, prefixes)
+            ]
+        else:
+            results = self.translator.translate_batch(source, **arguments)
         hypotheses = [result.hypotheses for result in results]
-        texts = [self.target.decode(row) for row in hypotheses]
+        texts = [
+            [placeholders.restore(text, spans) for text in self.target.decode(row)]
+            for row, (_, spans) in zip(hypotheses, protected)
+        ]
         scores = [result.scores for result in results]
         log_probs = [
             [score * self._scored_length(tokens, options) ** options.length_penalty for score, tokens in zip(*pair)]
             for pair in zip(scores, hypotheses)
         ]
-        return self.results(texts, scores, log_probs, options.n_best)
+        alignments = None
+        if options.return_alignment:
+            label = lambda tokens, spans: [placeholders.restore(token, spans) for token in tokens]
+            alignments = self.aligned(
+                [label(tokens, spans)[: self.source_length] for tokens, (_, spans) in zip(source, protected)],
+                [[label(tokens, spans) for tokens in row] for row, (_, spans) in zip(hypotheses, protected)],
+                [result.attention for result in results],
+            )
+        return self.results(texts, scores, log_probs, options.n_best, alignments)

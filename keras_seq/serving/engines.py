@@ -31,6 +31,8 @@ MAX_LENGTH_PENALTY = 10.0
 MAX_LENGTH_RATIO = 100.0
 # The largest sampling temperature taken: past it every id is all but equally likely.
 MAX_TEMPERATURE = 100.0
+# Decimals of the alignment weights in a response: a picture's shade needs no more, and the JSON stays short.
+ALIGNMENT_DECIMALS = 4
 
 
 class RequestError(ValueError):
@@ -45,6 +47,13 @@ def _integer(name, value, low, high):
     """`value`, an integer in [low, high], else a `RequestError` naming `name`, what came and what was expected."""
     if not v.is_integer(value) or not low <= value <= high:
         raise RequestError(f"{name}: expected an integer in [{low}, {high}], got {_shown(value)}")
+    return value
+
+
+def _boolean(name, value):
+    """`value`, a JSON boolean, else a `RequestError` naming `name`."""
+    if not isinstance(value, bool):
+        raise RequestError(f"{name}: expected true or false, got {_shown(value)}")
     return value
 
 
@@ -120,6 +129,7 @@ class TranslateOptions:
     sampling_topp: float = export.NEUTRAL_OPTIONS["sampling_topp"]
     sampling_temperature: float = export.NEUTRAL_OPTIONS["sampling_temperature"]
     seed: int = export.NEUTRAL_OPTIONS["seed"]
+    return_alignment: bool = export.NEUTRAL_OPTIONS["return_alignment"]
 
 
 class SavedModelEngine:
@@ -173,6 +183,7 @@ class TranslationEngineMixin:
     kind, route, input_field = KINDS["translate"]
     per_sentence_fields = ("target_prefix",)
     shortest_max_length = 1  # the start id alone
+    aligns = True  # whether the model has attention to return alignments from
 
     def parse_options(self, fields):
         """`fields` (the request's option fields, absent ones left out; null: the default) as `TranslateOptions`."""
@@ -194,9 +205,9 @@ class TranslationEngineMixin:
         penalty = _number("repetition_penalty", fields["repetition_penalty"], 0.0, export.MAX_REPETITION_PENALTY)
         if penalty <= 0:
             raise RequestError(f"repetition_penalty: expected a number > 0, got {_shown(penalty)}")
-        disable_unk = fields["disable_unk"]
-        if not isinstance(disable_unk, bool):
-            raise RequestError(f"disable_unk: expected true or false, got {_shown(disable_unk)}")
+        disable_unk, return_alignment = (_boolean(name, fields[name]) for name in ("disable_unk", "return_alignment"))
+        if return_alignment and not self.aligns:
+            raise RequestError("return_alignment: expected false (this export's model has no attention to align with)")
         penalty = float(np.float32(penalty))
         ratio = _number("max_length_ratio", fields["max_length_ratio"], 0.0, MAX_LENGTH_RATIO)
         # (an engine without a field never sees it: the server answers a field it lacks with a 400)
@@ -212,6 +223,7 @@ class TranslationEngineMixin:
             disable_unk,
             ratio,
             **self._parse_sampling(fields, beam_size),
+            return_alignment=return_alignment,
         )
 
     def _parse_sampling(self, fields, beam_size):
@@ -235,9 +247,12 @@ class TranslationEngineMixin:
         )
 
     @staticmethod
-    def results(texts, scores, log_probs, n_best):
-        """The response's results: per sentence, its `n_best` translations with their scores (None: no hypothesis)."""
-        return [
+    def results(texts, scores, log_probs, n_best, alignments=None):
+        """The response's results: per sentence, its `n_best` translations with their scores (None: no hypothesis);
+        with `alignments` (per sentence `(source tokens, [(target tokens, weights (T, S)), ...])`, as `aligned`
+        gives them), each sentence's "source_tokens" and each translation's "target_tokens" and "alignment", one
+        list per target token of its weights over the source tokens."""
+        results = [
             {
                 "translations": [
                     {"text": _text(text), "score": _score_or_none(score), "log_prob": _score_or_none(log_prob)}
@@ -246,6 +261,26 @@ class TranslationEngineMixin:
             }
             for row in range(len(texts))
         ]
+        for result, (source_tokens, hypotheses) in zip(results, alignments or ()):
+            result["source_tokens"] = source_tokens
+            for translation, (target_tokens, weights) in zip(result["translations"], hypotheses):
+                translation["target_tokens"] = target_tokens
+                translation["alignment"] = np.round(np.asarray(weights, np.float64), ALIGNMENT_DECIMALS).tolist()
+        return results
+
+    @staticmethod
+    def aligned(source_tokens, target_tokens, weights):
+        """Per sentence `(source tokens, [(target tokens, weights (T, S)), ...])` of token texts (padding: empty)
+        and weights `(n, T or more, S or more)`, each trimmed to its tokens."""
+        sentences = []
+        for sources, targets, sentence_weights in zip(source_tokens, target_tokens, weights):
+            sources = [_text(token) for token in sources if len(token)]
+            hypotheses = []
+            for tokens, hypothesis_weights in zip(targets, sentence_weights):
+                tokens = [_text(token) for token in tokens if len(token)]
+                hypotheses.append((tokens, np.asarray(hypothesis_weights)[: len(tokens), : len(sources)]))
+            sentences.append((sources, hypotheses))
+        return sentences
 
 
 class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
@@ -269,6 +304,8 @@ class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
         taken = _argument_names(loaded, "translate_options")
         self.option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS if name in taken)
         self.per_sentence_fields = ("target_prefix",) if "target_prefix" in taken else ()
+        signatures = getattr(loaded, "signatures", None)  # (None: a stand-in object, which aligns nothing)
+        self.aligns = signatures is not None and "alignments" in signatures["translate_options"].structured_outputs
         self.num_beams = int(loaded.num_beams.numpy())
         self.beam_sizes = sorted({1, self.num_beams})
         self.beam_sizes_expected = f"{' or '.join(map(str, self.beam_sizes))} (this export's beam searches)"
@@ -315,7 +352,12 @@ class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
             arguments = (*arguments, tf.constant([getattr(s, "target_prefix", "") for s in sentences], tf.string))
         outputs = self._call(self.loaded.translate_options, sentences, *arguments)
         texts, scores, log_probs = (outputs[name].numpy() for name in ("translations", "scores", "log_probs"))
-        return self.results(texts, scores, log_probs, options.n_best)
+        alignments = None
+        if options.return_alignment:
+            alignments = self.aligned(
+                *(outputs[name].numpy() for name in ("source_tokens", "target_tokens", "alignments"))
+            )
+        return self.results(texts, scores, log_probs, options.n_best, alignments)
 
 
 def warm_up_batch_sizes(max_batch_sentences):

@@ -156,6 +156,12 @@ def test_input_feeding_without_attention(capsys, data_dir, tmp_path):
     assert "--input-feeding: expected --model rnn-attention, got --model rnn" in line
 
 
+def test_placeholders_with_a_word_vocabulary(capsys, data_dir, tmp_path):
+    line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "rnn", 1, "--placeholders"))
+    assert "--placeholders: expected --vocabulary subword (its pieces keep each placeholder whole), got" in line
+    assert not (tmp_path / "out" / "model.keras").exists()
+
+
 def test_ctranslate2_export_of_an_rnn(capsys, data_dir, tmp_path):
     line = error_line(capsys, "translate", translate_argv(data_dir, tmp_path / "out", "rnn", 1, "--export-ctranslate2"))
     assert (

@@ -9,7 +9,7 @@ import pytest
 from recipe_runs import BACKEND, read_json, read_tsv, run_recipe, translate_argv
 
 import keras_seq as ks
-from keras_seq.data import loaders
+from keras_seq.data import loaders, placeholders
 
 MODELS = {"transformer": "translate_transformer", "rnn-attention": "translate_rnn_attention"}
 
@@ -126,6 +126,10 @@ def test_subword_run_ships_its_sentencepiece_model_and_ties_three_ways(translate
     header, rows = read_tsv(translate_subword.path("predictions.tsv"))
     predictions, sources = [r[2] for r in rows], [r[0] for r in rows]
     assert metrics["copy_rate"] == ks.metrics.copy_rate(sources, predictions)[0]
+    # Placeholders by default with a subword vocabulary: the tokens are pieces, none is left in a translation.
+    assert set(placeholders.TOKENS) <= set(joint.tokens)
+    assert read_json(translate_subword.path("export_config.json"))["placeholders"] is True
+    assert not any(placeholders.OPEN in p or placeholders.CLOSE in p for p in predictions)
     assert metrics["bleu_lowercase"] == pytest.approx(
         ks.metrics.corpus_bleu(predictions, [r[1] for r in rows], lowercase=True)
     )

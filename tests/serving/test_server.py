@@ -712,3 +712,36 @@ def test_a_ctranslate2_conversion_is_served_through_the_translate_route(tmp_path
     assert all(t["text"].startswith("le") for t in results[0]["translations"])
     assert refused[0] == 400 and refused[1]["error"].startswith("unknown fields: max_length_ratio")
     assert health["kind"] == "translate" and health["signatures"] == ["ctranslate2"]
+
+
+@with_export
+def test_a_real_export_returns_each_translations_alignment_over_the_source_tokens(tiny_export):
+    """`return_alignment`: each sentence's source tokens, each translation's tokens and one row of weights per
+    token over the source tokens: the export's own, trimmed to the tokens."""
+    import tensorflow as tf
+
+    engine = engines.engine_for(tiny_export[1])
+    assert "return_alignment" in engine.option_fields
+    sentences = SENTENCES[:4]
+    request = {"sentences": sentences, "beam_size": 2, "n_best": 2, "return_alignment": True}
+    (status, answer), (_, plain) = served(
+        engine,
+        lambda client: asyncio.gather(post(client, request), post(client, {**request, "return_alignment": False})),
+    )
+    assert status == 200
+    options = {**export.NEUTRAL_OPTIONS, "beam_size": 2, "n_best": 2, "length_penalty": 0.6, "min_length": 0}
+    options.update(max_length=8, return_alignment=True)
+    direct = tiny_export[1].translate_options(
+        tf.constant(sentences),
+        *(tf.constant(options[name], dtype) for name, dtype in export.RUNTIME_OPTIONS),
+        tf.constant([""] * len(sentences)),
+    )
+    weights = direct["alignments"].numpy()
+    for row, (sentence, result) in enumerate(zip(sentences, answer["results"])):
+        assert result["source_tokens"] == sentence.split()
+        for rank, translation in enumerate(result["translations"]):
+            assert translation["target_tokens"] == translation["text"].split()
+            rows, columns = len(translation["target_tokens"]), len(result["source_tokens"])
+            np.testing.assert_allclose(translation["alignment"], weights[row, rank, :rows, :columns], atol=1e-4)
+            assert np.allclose(np.sum(translation["alignment"], axis=-1), 1.0, atol=1e-3)
+    assert not any("alignment" in t or "source_tokens" in r for r in plain["results"] for t in r["translations"])
