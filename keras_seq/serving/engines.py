@@ -291,7 +291,8 @@ class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
     `num_beams`, `max_length` and `length_penalty`, the beam count and longest
     translation it was compiled for and its own penalty, which the requests are
     checked against and default to. An export written before an option existed
-    lacks it: `option_fields` are the options its signature takes.
+    lacks it: `arguments` are the options its signature takes, `option_fields` those a request may set (less
+    `return_alignment` for a model without attention).
     """
 
     def __init__(self, loaded):
@@ -302,10 +303,12 @@ class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
             )
         super().__init__(loaded, "translate")
         taken = _argument_names(loaded, "translate_options")
-        self.option_fields = tuple(name for name, _ in export.RUNTIME_OPTIONS if name in taken)
-        self.per_sentence_fields = ("target_prefix",) if "target_prefix" in taken else ()
         signatures = getattr(loaded, "signatures", None)  # (None: a stand-in object, which aligns nothing)
         self.aligns = signatures is not None and "alignments" in signatures["translate_options"].structured_outputs
+        self.arguments = tuple(name for name, _ in export.RUNTIME_OPTIONS if name in taken)  # in the call's order
+        # A model without attention is not offered return_alignment (the page asks for it where it is offered).
+        self.option_fields = tuple(name for name in self.arguments if self.aligns or name != "return_alignment")
+        self.per_sentence_fields = ("target_prefix",) if "target_prefix" in taken else ()
         self.num_beams = int(loaded.num_beams.numpy())
         self.beam_sizes = sorted({1, self.num_beams})
         self.beam_sizes_expected = f"{' or '.join(map(str, self.beam_sizes))} (this export's beam searches)"
@@ -346,7 +349,7 @@ class SavedModelTranslator(TranslationEngineMixin, SavedModelEngine):
         arguments = (
             tf.constant(getattr(options, name), dtype)
             for name, dtype in export.RUNTIME_OPTIONS
-            if name in self.option_fields
+            if name in self.arguments
         )
         if self.per_sentence_fields:
             arguments = (*arguments, tf.constant([getattr(s, "target_prefix", "") for s in sentences], tf.string))

@@ -745,3 +745,28 @@ def test_a_real_export_returns_each_translations_alignment_over_the_source_token
             np.testing.assert_allclose(translation["alignment"], weights[row, rank, :rows, :columns], atol=1e-4)
             assert np.allclose(np.sum(translation["alignment"], axis=-1), 1.0, atol=1e-3)
     assert not any("alignment" in t or "source_tokens" in r for r in plain["results"] for t in r["translations"])
+
+
+@with_export
+def test_an_export_of_a_model_without_attention_serves_without_offering_return_alignment(tmp_path):
+    import tensorflow as tf
+
+    import keras_seq as ks
+    from keras_seq import export
+    from keras_seq.data import text
+
+    vocabulary = text.Vocabulary([f"w{i}" for i in range(1, 20)])
+    model = ks.models.rnn_seq2seq(len(vocabulary), len(vocabulary), embedding_dim=8, units=8, attention=None)
+    export.export_translator(model, vocabulary, vocabulary, str(tmp_path), source_length=12, max_length=8, num_beams=2)
+    engine = engines.engine_for(tf.saved_model.load(str(tmp_path)))
+    assert not engine.aligns and "return_alignment" in engine.arguments
+    assert "return_alignment" not in engine.option_fields
+    (status, answer), (refused, error) = served(
+        engine,
+        lambda client: asyncio.gather(
+            post(client, {"sentences": ["w1 w2"], "n_best": 2}),
+            post(client, {"sentences": ["w1 w2"], "return_alignment": True}),
+        ),
+    )
+    assert status == 200 and len(answer["results"][0]["translations"]) == 2
+    assert refused == 400 and error["error"].startswith("unknown fields: return_alignment")
