@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 
 import keras
 import numpy as np
@@ -747,18 +748,26 @@ def test_a_real_export_returns_each_translations_alignment_over_the_source_token
     assert not any("alignment" in t or "source_tokens" in r for r in plain["results"] for t in r["translations"])
 
 
-@with_export
-def test_an_export_of_a_model_without_attention_serves_without_offering_return_alignment(tmp_path):
-    import tensorflow as tf
+class EveryOptionExport(OptionsExport):
+    """`OptionsExport` whose `translate_options` takes every option of `export.RUNTIME_OPTIONS` and a target prefix,
+    in that order, as a SavedModel signature lists them, and returns no alignments (a model without attention)."""
 
-    import keras_seq as ks
-    from keras_seq import export
-    from keras_seq.data import text
+    def __init__(self):
+        super().__init__(num_beams=2)
+        names = ["sentences", *(name for name, _ in export.RUNTIME_OPTIONS), "target_prefix"]
+        outputs = {"translations": None, "scores": None, "log_probs": None}
+        self.signatures = {"translate_options": SimpleNamespace(structured_input_signature=((), dict.fromkeys(names)),
+                                                                structured_outputs=outputs)}  # fmt: skip
 
-    vocabulary = text.Vocabulary([f"w{i}" for i in range(1, 20)])
-    model = ks.models.rnn_seq2seq(len(vocabulary), len(vocabulary), embedding_dim=8, units=8, attention=None)
-    export.export_translator(model, vocabulary, vocabulary, str(tmp_path), source_length=12, max_length=8, num_beams=2)
-    engine = engines.engine_for(tf.saved_model.load(str(tmp_path)))
+    def translate_options(self, sentences, *options):
+        given = dict(zip([name for name, _ in export.RUNTIME_OPTIONS], options))
+        assert len(options) == len(export.RUNTIME_OPTIONS) + 1 and not given["return_alignment"].numpy()
+        return super().translate_options(sentences, *options[:5])
+
+
+def test_an_export_without_alignments_takes_return_alignment_but_does_not_offer_it():
+    """Its signature still takes the option (false), in its place among the others; a request cannot set it."""
+    engine = engines.engine_for(EveryOptionExport())
     assert not engine.aligns and "return_alignment" in engine.arguments
     assert "return_alignment" not in engine.option_fields
     (status, answer), (refused, error) = served(
@@ -768,5 +777,5 @@ def test_an_export_of_a_model_without_attention_serves_without_offering_return_a
             post(client, {"sentences": ["w1 w2"], "return_alignment": True}),
         ),
     )
-    assert status == 200 and len(answer["results"][0]["translations"]) == 2
+    assert status == 200 and [t["text"] for t in answer["results"][0]["translations"]] == ["w1 w2 b2 #0", "w1 w2 b2 #1"]
     assert refused == 400 and error["error"].startswith("unknown fields: return_alignment")
