@@ -14,6 +14,7 @@ import threading
 import pytest
 from aiohttp import web
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.skipif(
     reason=f"needs {CHROMIUM} and {CHROMEDRIVER}: apt-get install chromium chromium-driver",
 )
 WAIT_SECONDS = 30
+# A result the page draws again between finding an element and reading it: the wait looks again.
+REDRAWN = (StaleElementReferenceException,)
 
 
 class NBestExport:
@@ -175,7 +178,9 @@ def browser():
 def open_page(browser, url, kind="translate"):
     """Load the page and wait until it has asked `/health` for the export's kind."""
     browser.get(url)
-    WebDriverWait(browser, WAIT_SECONDS).until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-kind"))
+    WebDriverWait(browser, WAIT_SECONDS, ignored_exceptions=REDRAWN).until(
+        lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-kind")
+    )
     assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-kind") == kind
 
 
@@ -194,7 +199,7 @@ def set_number(browser, element_id, value):
 
 def wait_for_results(browser, count):
     """The result items, once `count` are shown and the request is over."""
-    WebDriverWait(browser, WAIT_SECONDS).until(
+    WebDriverWait(browser, WAIT_SECONDS, ignored_exceptions=REDRAWN).until(
         lambda b: (
             len(b.find_elements(By.CSS_SELECTOR, "#results > .result")) == count
             and b.find_element(By.ID, "submit").is_enabled()
@@ -258,7 +263,7 @@ def test_the_prefix_and_sampling_controls_show_where_the_server_takes_them_and_r
         set_number(browser, "sampling-topk", "")
         browser.find_element(By.ID, "target-prefix").clear()
         browser.find_element(By.ID, "submit").click()
-        WebDriverWait(browser, WAIT_SECONDS).until(
+        WebDriverWait(browser, WAIT_SECONDS, ignored_exceptions=REDRAWN).until(
             lambda b: b.find_element(By.CLASS_NAME, "best-translation").text == "THE CAT SLEEPS beam=4 k=1"
         )
 
@@ -270,7 +275,7 @@ def test_a_server_error_is_shown_and_goes_once_a_request_succeeds(browser):
         set_number(browser, "n-best", 5)
         box.send_keys(Keys.CONTROL, Keys.ENTER)  # the keyboard's way to send
         error = browser.find_element(By.ID, "error")
-        WebDriverWait(browser, WAIT_SECONDS).until(lambda b: error.is_displayed())
+        WebDriverWait(browser, WAIT_SECONDS, ignored_exceptions=REDRAWN).until(lambda b: error.is_displayed())
         message = error.text
         assert browser.find_elements(By.CSS_SELECTOR, "#results > .result") == []
         set_number(browser, "n-best", 1)
